@@ -1,0 +1,193 @@
+// src/agent/agent.cc: see agent.h. Configuration comes from the environment (docs/agent.md):
+//   MEMLENS_OUTPUT   capture path; %p is replaced by the pid, %e by the program's name
+//                    (default: memlens-%e-%p.mlens in the current directory)
+//   MEMLENS_TRACKED  set by the agent for its descendants: a process that inherits it (a child
+//                    that exec'd, or the new image of an exec) does not record
+#include "agent/agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "agent/hooks/real_functions.h"
+#include "agent/recorder/recorder.h"
+#include "agent/writer/writer.h"
+
+namespace memlens::agent {
+namespace {
+
+constexpr int kStopTimeoutMs = 10000;
+constexpr int kHandledSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
+                                   SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+std::atomic<bool> g_initializing{false};
+std::atomic<bool> g_stopping{false};
+pid_t g_pid = 0;
+
+void Say(const std::string& line) {
+  std::string message = "memlens: " + line + "\n";
+  ssize_t ignored = write(2, message.data(), message.size());
+  (void)ignored;
+}
+
+uint64_t ClockNs(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
+}
+
+std::string ReadFile(const char* path) {
+  std::string out;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, n);
+  close(fd);
+  return out;
+}
+
+format::ProcessRecord DescribeProcess() {
+  format::ProcessRecord p;
+  p.pid = static_cast<uint64_t>(getpid());
+  p.ppid = static_cast<uint64_t>(getppid());
+  p.start_realtime_ns = ClockNs(CLOCK_REALTIME);
+  p.start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) p.executable.assign(exe, n);
+  std::string cmdline = ReadFile("/proc/self/cmdline");
+  for (size_t start = 0; start < cmdline.size();) {
+    size_t end = cmdline.find('\0', start);
+    if (end == std::string::npos) end = cmdline.size();
+    p.argv.push_back(cmdline.substr(start, end - start));
+    start = end + 1;
+  }
+  p.agent_version = MEMLENS_VERSION;
+  return p;
+}
+
+std::string ExpandOutputPath(const format::ProcessRecord& process) {
+  const char* pattern = getenv("MEMLENS_OUTPUT");
+  std::string in = pattern && *pattern ? pattern : "memlens-%e-%p.mlens";
+  std::string name = process.executable.substr(process.executable.rfind('/') + 1);
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%' && i + 1 < in.size() && (in[i + 1] == 'p' || in[i + 1] == 'e')) {
+      out += in[i + 1] == 'p' ? std::to_string(process.pid) : name;
+      ++i;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
+
+void StopRecording(format::EndReason reason, int64_t detail) {
+  if (g_state.load() != kRecording || getpid() != g_pid || IsWriterThread()) return;
+  if (g_stopping.exchange(true)) {  // another thread is finishing the capture: let it
+    WaitForWriter(kStopTimeoutMs);
+    return;
+  }
+  RequestWriterStop(reason, detail);
+  WaitForWriter(kStopTimeoutMs);
+  g_state.store(kStopped);
+}
+
+void OnFatalSignal(int signo) {
+  int saved_errno = errno;
+  StopRecording(format::EndReason::kSignal, signo);
+  // Die the way the program would have without us.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(signo, &dfl, nullptr);
+  raise(signo);  // blocked in this handler: delivered (and fatal) as soon as it returns
+  errno = saved_errno;
+}
+
+// Only where the program left the default action: its own handlers always win.
+void InstallSignalHandlers() {
+  for (int signo : kHandledSignals) {
+    struct sigaction old {};
+    if (sigaction(signo, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = OnFatalSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(signo, &sa, nullptr);
+  }
+}
+
+void OnForkChild() {
+  // The child has no writer thread and shares our capture file: it does not record.
+  g_state.store(kPassive);
+}
+
+void Start() {
+  InitializeOnce();
+  if (g_state.load() != kRecording) return;
+  HookGuard guard;
+  format::ProcessRecord process = DescribeProcess();
+  g_pid = static_cast<pid_t>(process.pid);
+  std::string path = ExpandOutputPath(process);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    Say("cannot write the capture '" + path + "': " + strerror(errno) + "; not recording");
+    g_state.store(kStopped);
+    return;
+  }
+  setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
+  pthread_atfork(nullptr, nullptr, OnForkChild);
+  if (!StartWriter(fd, process)) {
+    Say("cannot start the writer thread; not recording");
+    close(fd);
+    g_state.store(kStopped);
+    return;
+  }
+  InstallSignalHandlers();
+}
+
+}  // namespace
+
+void InitializeOnce() {
+  if (g_initializing.exchange(true)) {
+    // Re-entered from below on this thread (state stays uninitialized: calls pass through),
+    // or raced by another thread, which waits here until the real functions are known.
+    real::EnsureResolved();
+    return;
+  }
+  real::EnsureResolved();
+  const char* tracked = getenv("MEMLENS_TRACKED");
+  if (tracked && *tracked) {
+    g_state.store(kPassive);
+    return;
+  }
+  t_in_hook = true;
+  InitializeRecorder();
+  t_in_hook = false;
+  g_state.store(kRecording);
+}
+
+void NoteModulesChanged() { NoteModulesChangedForWriter(); }
+void StopBeforeExec() { StopRecording(format::EndReason::kExec, 0); }
+void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
+
+}  // namespace memlens::agent
+
+// The library's own initializer and finalizer. Allocations before Start (other libraries'
+// constructors) are already in the thread buffers: the writer picks them up. The finalizer
+// runs after the program's atexit handlers and static destructors, so those are recorded too.
+__attribute__((constructor)) static void MemlensAgentStart() { memlens::agent::Start(); }
+__attribute__((destructor)) static void MemlensAgentFinish() {
+  memlens::agent::StopRecording(memlens::format::EndReason::kExit, 0);
+}

@@ -1,0 +1,17 @@
+// src/agent/agent.h
+//
+// The agent's life cycle: deciding whether this process records, starting the writer when the
+// library is initialized, and finishing the capture on every way out (exit, _exit, exec, fatal
+// signal). fork: the child does not record (docs/architecture.md, "Processes").
+//
+// Runs on: application threads, and signal handlers (the Stop* functions are async-signal-safe:
+// they only touch atomics, sleep and call sigaction).
+#pragma once
+
+namespace memlens::agent {
+
+void NoteModulesChanged();
+void StopBeforeExec();
+void StopBeforeExit(int status);
+
+}  // namespace memlens::agent

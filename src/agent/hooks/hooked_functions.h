@@ -1,0 +1,38 @@
+// src/agent/hooks/hooked_functions.h
+//
+// The one list of functions the agent interposes, as an X-macro:
+//   X(name, return type, (parameters), (argument names))
+// real_functions.cc expands it to resolve the next definition of each (dlsym RTLD_NEXT);
+// interposers.cc defines each interposer by hand, because each records something different.
+#pragma once
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define MEMLENS_HOOKED_FUNCTIONS(X)                                                         \
+  X(malloc, void*, (size_t size), (size))                                                   \
+  X(free, void, (void* ptr), (ptr))                                                         \
+  X(calloc, void*, (size_t n, size_t size), (n, size))                                      \
+  X(realloc, void*, (void* ptr, size_t size), (ptr, size))                                  \
+  X(reallocarray, void*, (void* ptr, size_t n, size_t size), (ptr, n, size))                \
+  X(posix_memalign, int, (void** out, size_t alignment, size_t size), (out, alignment, size)) \
+  X(aligned_alloc, void*, (size_t alignment, size_t size), (alignment, size))               \
+  X(memalign, void*, (size_t alignment, size_t size), (alignment, size))                    \
+  X(valloc, void*, (size_t size), (size))                                                   \
+  X(pvalloc, void*, (size_t size), (size))                                                  \
+  X(mmap, void*, (void* addr, size_t len, int prot, int flags, int fd, off_t off),          \
+    (addr, len, prot, flags, fd, off))                                                      \
+  X(munmap, int, (void* addr, size_t len), (addr, len))                                     \
+  X(mremap, void*, (void* old, size_t old_len, size_t new_len, int flags, ...),            \
+    (old, old_len, new_len, flags, new_addr))                                               \
+  X(dlopen, void*, (const char* file, int mode), (file, mode))                              \
+  X(dlclose, int, (void* handle), (handle))                                                 \
+  X(execve, int, (const char* path, char* const argv[], char* const envp[]),                \
+    (path, argv, envp))                                                                     \
+  X(execv, int, (const char* path, char* const argv[]), (path, argv))                       \
+  X(execvp, int, (const char* file, char* const argv[]), (file, argv))                      \
+  X(execvpe, int, (const char* file, char* const argv[], char* const envp[]),               \
+    (file, argv, envp))                                                                     \
+  X(_exit, void, (int status), (status))                                                    \
+  X(_Exit, void, (int status), (status))

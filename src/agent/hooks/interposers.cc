@@ -1,0 +1,294 @@
+// src/agent/hooks/interposers.cc
+//
+// The extern "C" definitions that stand in front of libc's allocator, mmap, dlopen/dlclose, exec
+// and _exit (the list: hooked_functions.h). Each one calls the real function and records what
+// happened; when the thread is already inside the agent, or the process is not recorded, it
+// only forwards.
+//
+// Runs on: application threads. Hot-path rules apply (recorder.h).
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "agent/agent.h"
+#include "agent/hooks/real_functions.h"
+#include "agent/recorder/recorder.h"
+
+using memlens::agent::HookGuard;
+using memlens::agent::RecordAlloc;
+using memlens::agent::RecordRelease;
+using memlens::format::EventKind;
+namespace real = memlens::agent::real;
+
+namespace {
+
+// True when this call should be recorded. The first interposed call of the process resolves
+// the real functions and decides whether this process records at all. A macro, so that
+// __builtin_return_address names the caller of the interposer itself.
+inline bool EnterFrom(const void* caller) {
+  if (__builtin_expect(memlens::agent::g_state.load(std::memory_order_relaxed) ==
+                           memlens::agent::kUninitialized, 0)) {
+    memlens::agent::InitializeOnce();
+  }
+  return memlens::agent::ShouldRecord(caller);
+}
+#define Enter() EnterFrom(__builtin_return_address(0))
+
+void* BootstrapCalloc(size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) return nullptr;
+  return real::BootstrapAlloc(total, 16);  // the static arena starts zeroed and is never reused
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) void* malloc(size_t size) {
+  if (real::Resolving()) return real::BootstrapAlloc(size, 16);
+  if (!Enter()) return real::malloc(size);
+  HookGuard guard;
+  void* p = real::malloc(size);
+  if (p) RecordAlloc(EventKind::kMalloc, p, size);
+  return p;
+}
+
+__attribute__((visibility("default"))) void free(void* ptr) {
+  if (!ptr || real::IsBootstrapPointer(ptr)) return;
+  if (!Enter()) return real::free(ptr);
+  HookGuard guard;
+  RecordRelease(EventKind::kFree, ptr, 0);  // before the real free: see recorder.h
+  real::free(ptr);
+}
+
+__attribute__((visibility("default"))) void* calloc(size_t n, size_t size) {
+  if (real::Resolving()) return BootstrapCalloc(n, size);
+  if (!Enter()) return real::calloc(n, size);
+  HookGuard guard;
+  void* p = real::calloc(n, size);
+  if (p) RecordAlloc(EventKind::kCalloc, p, n * size);
+  return p;
+}
+
+// realloc is a release (recorded before the call, so the old address cannot be seen reused
+// first) followed by an allocation; a failed realloc leaves the old block alive.
+static void* ReallocCommon(const void* caller, void* ptr, size_t size, EventKind kind,
+                           void* (*call)(void*, size_t, size_t), size_t n) {
+  if (!EnterFrom(caller)) return call(ptr, n, size);
+  HookGuard guard;
+  if (ptr) RecordRelease(EventKind::kReallocOld, ptr, 0);
+  void* p = call(ptr, n, size);
+  size_t total = n * size;
+  if (p) {
+    RecordAlloc(kind, p, total);
+  } else if (ptr && total != 0) {
+    RecordRelease(EventKind::kReallocFailed, ptr, 0);
+  }
+  return p;
+}
+
+static void* CallRealloc(void* ptr, size_t n, size_t size) { return real::realloc(ptr, size); }
+static void* CallReallocArray(void* ptr, size_t n, size_t size) {
+  return real::reallocarray(ptr, n, size);
+}
+
+__attribute__((visibility("default"))) void* realloc(void* ptr, size_t size) {
+  if (real::Resolving() || real::IsBootstrapPointer(ptr)) {
+    // A bootstrap block being grown: move it to a fresh bootstrap block (sizes are tiny).
+    void* p = real::BootstrapAlloc(size, 16);
+    if (p && ptr) std::memcpy(p, ptr, size);  // the arena is larger than any old block
+    return p;
+  }
+  return ReallocCommon(__builtin_return_address(0), ptr, size, EventKind::kRealloc, CallRealloc,
+                       1);
+}
+
+__attribute__((visibility("default"))) void* reallocarray(void* ptr, size_t n, size_t size) {
+  return ReallocCommon(__builtin_return_address(0), ptr, size, EventKind::kReallocArray,
+                       CallReallocArray, n);
+}
+
+__attribute__((visibility("default"))) int posix_memalign(void** out, size_t alignment, size_t size) {
+  if (real::Resolving()) {
+    *out = real::BootstrapAlloc(size, alignment);
+    return *out ? 0 : ENOMEM;
+  }
+  if (!Enter()) return real::posix_memalign(out, alignment, size);
+  HookGuard guard;
+  int rc = real::posix_memalign(out, alignment, size);
+  if (rc == 0) RecordAlloc(EventKind::kPosixMemalign, *out, size);
+  return rc;
+}
+
+#define MEMLENS_ALIGNED_INTERPOSER(name, kind)                                        \
+  __attribute__((visibility("default"))) void* name(size_t alignment, size_t size) { \
+    if (real::Resolving()) return real::BootstrapAlloc(size, alignment);              \
+    if (!Enter()) return real::name(alignment, size);                                 \
+    HookGuard guard;                                                                  \
+    void* p = real::name(alignment, size);                                            \
+    if (p) RecordAlloc(kind, p, size);                                                \
+    return p;                                                                         \
+  }
+MEMLENS_ALIGNED_INTERPOSER(aligned_alloc, EventKind::kAlignedAlloc)
+MEMLENS_ALIGNED_INTERPOSER(memalign, EventKind::kMemalign)
+#undef MEMLENS_ALIGNED_INTERPOSER
+
+__attribute__((visibility("default"))) void* valloc(size_t size) {
+  if (!Enter()) return real::valloc(size);
+  HookGuard guard;
+  void* p = real::valloc(size);
+  if (p) RecordAlloc(EventKind::kValloc, p, size);
+  return p;
+}
+
+__attribute__((visibility("default"))) void* pvalloc(size_t size) {
+  if (!Enter()) return real::pvalloc(size);
+  HookGuard guard;
+  void* p = real::pvalloc(size);
+  // pvalloc rounds the size up to whole pages; record what the program received.
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (p) RecordAlloc(EventKind::kPvalloc, p, size == 0 ? page : (size + page - 1) & ~(page - 1));
+  return p;
+}
+
+// --- mmap family: only anonymous mappings count as allocations -----------------------------
+
+__attribute__((visibility("default"))) void* mmap(void* addr, size_t len, int prot, int flags,
+                                                 int fd, off_t off) {
+  if (real::Resolving() || !real::mmap) {
+    return reinterpret_cast<void*>(syscall(SYS_mmap, addr, len, prot, flags, fd, off));
+  }
+  if (!Enter() || !(flags & MAP_ANONYMOUS)) return real::mmap(addr, len, prot, flags, fd, off);
+  HookGuard guard;
+  void* p = real::mmap(addr, len, prot, flags, fd, off);
+  if (p != MAP_FAILED) RecordAlloc(EventKind::kMmap, p, len);
+  return p;
+}
+
+__attribute__((visibility("default"), alias("mmap"))) void* mmap64(void*, size_t, int, int, int,
+                                                                  off_t);
+
+__attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
+  if (real::Resolving() || !real::munmap) return static_cast<int>(syscall(SYS_munmap, addr, len));
+  if (!Enter()) return real::munmap(addr, len);
+  HookGuard guard;
+  RecordRelease(EventKind::kMunmap, addr, len);
+  return real::munmap(addr, len);
+}
+
+__attribute__((visibility("default"))) void* mremap(void* old, size_t old_len, size_t new_len,
+                                                   int flags, ...) {
+  void* new_addr = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void*);
+    va_end(ap);
+  }
+  if (!Enter()) return real::mremap(old, old_len, new_len, flags, new_addr);
+  HookGuard guard;
+  RecordRelease(EventKind::kMremapOld, old, old_len);
+  void* p = real::mremap(old, old_len, new_len, flags, new_addr);
+  if (p != MAP_FAILED) {
+    RecordAlloc(EventKind::kMremapNew, p, new_len);
+  } else {
+    RecordRelease(EventKind::kMremapFailed, old, old_len);
+  }
+  return p;
+}
+
+// --- loader: the writer rescans the module list after each change -------------------------
+
+__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
+  Enter();
+  void* handle = real::dlopen(file, mode);
+  memlens::agent::NoteModulesChanged();
+  return handle;
+}
+
+__attribute__((visibility("default"))) int dlclose(void* handle) {
+  Enter();
+  int rc = real::dlclose(handle);
+  memlens::agent::NoteModulesChanged();
+  return rc;
+}
+
+// --- leaving the process image: finish the capture first -----------------------------------
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
+                                                 char* const envp[]) {
+  Enter();
+  memlens::agent::StopBeforeExec();
+  return real::execve(path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
+  Enter();
+  memlens::agent::StopBeforeExec();
+  return real::execv(path, argv);
+}
+
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
+  Enter();
+  memlens::agent::StopBeforeExec();
+  return real::execvp(file, argv);
+}
+
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
+                                                  char* const envp[]) {
+  Enter();
+  memlens::agent::StopBeforeExec();
+  return real::execvpe(file, argv, envp);
+}
+
+// The execl family takes its arguments inline; gather them and go through the vector forms.
+#define MEMLENS_COLLECT_ARGS(first, argv, envp_out)                        \
+  va_list ap;                                                              \
+  size_t argc = 1;                                                         \
+  va_start(ap, first);                                                     \
+  while (va_arg(ap, const char*)) ++argc;                                  \
+  va_end(ap);                                                              \
+  char** argv = static_cast<char**>(__builtin_alloca((argc + 1) * sizeof(char*))); \
+  argv[0] = const_cast<char*>(first);                                      \
+  va_start(ap, first);                                                     \
+  for (size_t i = 1; i <= argc; ++i) argv[i] = va_arg(ap, char*);          \
+  envp_out;                                                                \
+  va_end(ap);
+
+__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
+  MEMLENS_COLLECT_ARGS(arg, argv, (void)0)
+  return execv(path, argv);
+}
+
+__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
+  MEMLENS_COLLECT_ARGS(arg, argv, (void)0)
+  return execvp(file, argv);
+}
+
+__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
+  char* const* envp;
+  MEMLENS_COLLECT_ARGS(arg, argv, envp = va_arg(ap, char* const*))
+  return execve(path, argv, envp);
+}
+#undef MEMLENS_COLLECT_ARGS
+
+__attribute__((visibility("default"), noreturn)) void _exit(int status) {
+  Enter();
+  memlens::agent::StopBeforeExit(status);
+  real::_exit(status);
+  __builtin_unreachable();
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status) {
+  Enter();
+  memlens::agent::StopBeforeExit(status);
+  real::_Exit(status);
+  __builtin_unreachable();
+}
+
+}  // extern "C"

@@ -1,0 +1,27 @@
+// src/agent/recorder/raw_event.h
+//
+// RawEvent: the fixed-size header of every record an application thread appends to its
+// ThreadBuffer; an allocation's return addresses (innermost first) follow it. Agent-internal:
+// the writer thread turns RawEvents into capture records (src/format/records.h).
+#pragma once
+
+#include <cstdint>
+
+namespace memlens::agent {
+
+struct RawEvent {
+  uint64_t seq;          // global order (see Recorder)
+  uint64_t address;
+  uint64_t size;
+  uint8_t kind;          // format::EventKind, or kPadKind
+  uint8_t truncated;     // 1 when the stack was deeper than kMaxFrames
+  uint16_t frame_count;  // uint64_t return addresses that follow this header
+  uint32_t record_size;  // bytes of this record, frames included
+};
+static_assert(sizeof(RawEvent) == 32, "RawEvent is part of the buffer layout");
+
+inline constexpr uint8_t kPadKind = 0xff;  // filler up to the end of the ring
+inline constexpr int kMaxFrames = 512;
+inline constexpr uint32_t kMaxRecordSize = sizeof(RawEvent) + kMaxFrames * sizeof(uint64_t);
+
+}  // namespace memlens::agent

@@ -1,0 +1,189 @@
+// src/agent/recorder/recorder.cc: see recorder.h. This file is the allocation hot path.
+#include "agent/recorder/recorder.h"
+
+#include <elf.h>
+#define UNW_LOCAL_ONLY  // in-process unwinding only: the fast, local flavour of libunwind
+#include <libunwind.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "agent/recorder/thread_buffer.h"
+
+extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
+
+namespace memlens::agent {
+
+std::atomic<int> g_state{kUninitialized};
+thread_local bool t_in_hook = false;
+std::atomic<uint64_t> g_seq{0};
+std::atomic<uint64_t> g_writer_rounds{0};
+std::atomic<bool> g_writer_running{false};
+std::atomic<uint32_t> g_writer_wake{0};
+
+// Frames inside our own code are stripped from every stack.
+uintptr_t g_self_begin = 0;
+uintptr_t g_self_end = 0;
+
+namespace {
+
+thread_local ThreadBuffer* t_buffer = nullptr;
+std::atomic<uint64_t> g_dropped{0};
+std::atomic<uint64_t> g_dropped_reported{0};
+pthread_key_t g_thread_exit_key;
+
+// Reads our executable segment from our own ELF header, mapped at __ehdr_start: no lock, no
+// syscall, safe at the very first malloc.
+void FindSelfRange() {
+  const Elf64_Ehdr* ehdr = &__ehdr_start;
+  uintptr_t base = reinterpret_cast<uintptr_t>(ehdr);
+  const auto* phdr = reinterpret_cast<const Elf64_Phdr*>(base + ehdr->e_phoff);
+  uintptr_t first_vaddr = UINTPTR_MAX;
+  for (int i = 0; i < ehdr->e_phnum; ++i) {
+    if (phdr[i].p_type == PT_LOAD && phdr[i].p_vaddr < first_vaddr) first_vaddr = phdr[i].p_vaddr;
+  }
+  uintptr_t bias = base - (first_vaddr & ~uintptr_t{4095});
+  for (int i = 0; i < ehdr->e_phnum; ++i) {
+    if (phdr[i].p_type == PT_LOAD && (phdr[i].p_flags & PF_X)) {
+      g_self_begin = bias + phdr[i].p_vaddr;
+      g_self_end = g_self_begin + phdr[i].p_memsz;
+    }
+  }
+}
+
+void OnThreadExit(void*) { RetireThisThread(); }
+
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
+}
+
+ThreadBuffer* ThisThreadBuffer() {
+  if (t_buffer) return t_buffer;
+  t_buffer = AcquireThreadBuffer();
+  if (t_buffer) pthread_setspecific(g_thread_exit_key, t_buffer);  // arms OnThreadExit
+  return t_buffer;
+}
+
+// The ring is full: the writer is behind. Wait while it makes progress; give up after a second
+// without any (a stuck disk, a stopped writer), so the program never hangs because of us.
+RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
+  constexpr uint64_t kPatienceNs = 1000000000;
+  uint64_t rounds = g_writer_rounds.load(std::memory_order_acquire);
+  uint64_t since = MonotonicNs();
+  for (;;) {
+    if (g_state.load(std::memory_order_relaxed) != kRecording ||
+        !g_writer_running.load(std::memory_order_acquire)) {
+      return nullptr;
+    }
+    WakeWriter();
+    timespec pause{0, 50000};
+    nanosleep(&pause, nullptr);
+    if (RawEvent* event = buffer->Reserve(size)) return event;
+    uint64_t now_rounds = g_writer_rounds.load(std::memory_order_acquire);
+    uint64_t now = MonotonicNs();
+    if (now_rounds != rounds) {
+      rounds = now_rounds;
+      since = now;
+    } else if (now - since > kPatienceNs) {
+      return nullptr;
+    }
+  }
+}
+
+RawEvent* Reserve(ThreadBuffer** buffer_out, uint32_t size) {
+  ThreadBuffer* buffer = ThisThreadBuffer();
+  if (!buffer) return nullptr;
+  *buffer_out = buffer;
+  RawEvent* event = buffer->Reserve(size);
+  if (__builtin_expect(event == nullptr, 0)) event = ReserveSlow(buffer, size);
+  return event;
+}
+
+void Publish(ThreadBuffer* buffer, RawEvent* event) {
+  buffer->Commit(event->record_size);
+  // Past half full, nudge the writer once rather than wait for its next timed round.
+  if (!buffer->wake_requested && buffer->UsedBytes() > ThreadBuffer::kCapacity / 2) {
+    buffer->wake_requested = true;
+    WakeWriter();
+  } else if (buffer->wake_requested && buffer->UsedBytes() < ThreadBuffer::kCapacity / 4) {
+    buffer->wake_requested = false;
+  }
+}
+
+// Return addresses of the caller of the interposed function and outwards, innermost first.
+int CaptureStack(uint64_t* frames, uint8_t* truncated) {
+  int n = unw_backtrace(reinterpret_cast<void**>(frames), kMaxFrames);
+  int skip = 0;
+  while (skip < n && frames[skip] >= g_self_begin && frames[skip] < g_self_end) ++skip;
+  if (skip > 0 && skip < n) std::memmove(frames, frames + skip, (n - skip) * sizeof(uint64_t));
+  *truncated = n == kMaxFrames;
+  return n - skip;
+}
+
+}  // namespace
+
+void InitializeRecorder() {
+  FindSelfRange();
+  pthread_key_create(&g_thread_exit_key, OnThreadExit);
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+}
+
+void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  ThreadBuffer* buffer;
+  RawEvent* event = Reserve(&buffer, kMaxRecordSize);
+  if (!event) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  event->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  event->address = reinterpret_cast<uintptr_t>(address);
+  event->size = size;
+  event->kind = static_cast<uint8_t>(kind);
+  int frames = CaptureStack(reinterpret_cast<uint64_t*>(event + 1), &event->truncated);
+  event->frame_count = static_cast<uint16_t>(frames);
+  event->record_size = static_cast<uint32_t>(sizeof(RawEvent) + frames * sizeof(uint64_t));
+  Publish(buffer, event);
+}
+
+void RecordRelease(format::EventKind kind, const void* address, size_t size) {
+  ThreadBuffer* buffer;
+  RawEvent* event = Reserve(&buffer, sizeof(RawEvent));
+  if (!event) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  event->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  event->address = reinterpret_cast<uintptr_t>(address);
+  event->size = size;
+  event->kind = static_cast<uint8_t>(kind);
+  event->truncated = 0;
+  event->frame_count = 0;
+  event->record_size = sizeof(RawEvent);
+  Publish(buffer, event);
+}
+
+void RetireThisThread() {
+  if (!t_buffer) return;
+  t_buffer->state.store(ThreadBuffer::kRetired, std::memory_order_release);
+  t_buffer = nullptr;
+}
+
+uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }
+uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed); }
+uint64_t TakeDroppedEvents() {
+  uint64_t total = g_dropped.load(std::memory_order_relaxed);
+  return total - g_dropped_reported.exchange(total, std::memory_order_relaxed);
+}
+
+void WakeWriter() {
+  g_writer_wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &g_writer_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+}  // namespace memlens::agent

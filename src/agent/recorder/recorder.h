@@ -1,0 +1,82 @@
+// src/agent/recorder/recorder.h
+//
+// The recorder: what the interposers call to log an allocation or a release, and the state that
+// application threads and the writer thread share.
+//
+// Runs on: application threads (Record*), the writer thread (the Writer* functions).
+// Hot-path rules (docs/hot-path-rules.md): no heap, no blocking locks, no stdio, no exceptions.
+// The only waits are bounded: a full buffer waits for the writer while it makes progress, then
+// the event is dropped and counted.
+//
+// Ordering: every event takes a number from one global sequence after its record has room, so
+// sequence numbers are dense. A release is recorded before the real free/munmap, an allocation
+// after the real malloc returns, so an address is always seen released before it is seen reused.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "format/records.h"
+
+namespace memlens::agent {
+
+enum AgentState : int {
+  kUninitialized = 0,  // no interposed call seen yet
+  kRecording = 1,      // events go to thread buffers
+  kPassive = 2,        // not this process's job to record (a child, or no output): pass through
+  kStopped = 3,        // recording finished (exit, exec, fatal signal, error): pass through
+};
+
+extern std::atomic<int> g_state;
+extern thread_local bool t_in_hook;  // this thread is inside the agent: don't record
+
+// Sets up the recorder (own code range, thread-exit key, unwinder caching). Once, from
+// InitializeOnce.
+void InitializeRecorder();
+
+// Called from every interposer before anything else: resolves real functions and decides,
+// once per process, whether to record.
+void InitializeOnce();
+
+// Our own code's executable range (found by InitializeRecorder).
+extern uintptr_t g_self_begin;
+extern uintptr_t g_self_end;
+
+// caller: the return address of the interposed call. Calls made by the agent's own code (the
+// C++ runtime linked into it, say) are never the program's allocations.
+inline bool ShouldRecord(const void* caller) {
+  auto c = reinterpret_cast<uintptr_t>(caller);
+  return g_state.load(std::memory_order_relaxed) == kRecording && !t_in_hook &&
+         (c < g_self_begin || c >= g_self_end);
+}
+
+// RAII: marks the thread as inside the agent, so allocations we cause are not recorded.
+class HookGuard {
+ public:
+  HookGuard() { t_in_hook = true; }
+  ~HookGuard() { t_in_hook = false; }
+  HookGuard(const HookGuard&) = delete;
+  HookGuard& operator=(const HookGuard&) = delete;
+};
+
+// Both must be called under a HookGuard.
+void RecordAlloc(format::EventKind kind, const void* address, size_t size);
+void RecordRelease(format::EventKind kind, const void* address, size_t size);
+
+// Called by the pthread key destructor when a thread exits.
+void RetireThisThread();
+
+// Counters for the END record and the summary.
+uint64_t EventsRecorded();
+uint64_t TakeDroppedEvents();  // since the last call
+uint64_t DroppedEventsTotal();
+
+// --- shared with the writer thread ---
+extern std::atomic<uint64_t> g_seq;            // next sequence number
+extern std::atomic<uint64_t> g_writer_rounds;  // the writer's progress (drain rounds)
+extern std::atomic<bool> g_writer_running;
+void WakeWriter();                      // futex wake on g_writer_wake
+extern std::atomic<uint32_t> g_writer_wake;
+
+}  // namespace memlens::agent

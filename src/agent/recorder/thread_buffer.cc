@@ -1,0 +1,75 @@
+// src/agent/recorder/thread_buffer.cc: see thread_buffer.h.
+#include "agent/recorder/thread_buffer.h"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <new>
+
+namespace memlens::agent {
+namespace {
+
+std::atomic<ThreadBuffer*> g_registry{nullptr};
+std::atomic<uint32_t> g_next_thread_index{1};
+
+}  // namespace
+
+RawEvent* ThreadBuffer::Reserve(uint32_t max_size) {
+  uint64_t tail = tail_.load(std::memory_order_relaxed);
+  size_t pos = tail & (kCapacity - 1);
+  size_t room = kCapacity - pos;
+  size_t skip = room < max_size ? room : 0;  // records never wrap: skip to the start
+  if (tail + skip + max_size - cached_head_ > kCapacity) {
+    cached_head_ = head_.load(std::memory_order_acquire);
+    if (tail + skip + max_size - cached_head_ > kCapacity) return nullptr;
+  }
+  if (skip >= sizeof(RawEvent)) {
+    auto* pad = reinterpret_cast<RawEvent*>(data + pos);
+    pad->kind = kPadKind;
+    pad->record_size = static_cast<uint32_t>(skip);
+  }
+  reserved_at_ = tail + skip;
+  return reinterpret_cast<RawEvent*>(data + (reserved_at_ & (kCapacity - 1)));
+}
+
+void ThreadBuffer::Commit(uint32_t size) {
+  tail_.store(reserved_at_ + size, std::memory_order_release);
+}
+
+ThreadBuffer* FirstThreadBuffer() { return g_registry.load(std::memory_order_acquire); }
+
+ThreadBuffer* AcquireThreadBuffer() {
+  ThreadBuffer* buffer = nullptr;
+  for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
+    int expected = ThreadBuffer::kFree;
+    if (b->state.compare_exchange_strong(expected, ThreadBuffer::kActive)) {
+      buffer = b;
+      break;
+    }
+  }
+  if (!buffer) {
+    // One mapping holds the header page and the ring. The raw syscall keeps this out of our
+    // own mmap hook and away from any allocator.
+    size_t header = 4096;
+    void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, header + ThreadBuffer::kCapacity,
+                                                PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (mem == MAP_FAILED) return nullptr;
+    buffer = new (mem) ThreadBuffer();
+    buffer->data = static_cast<uint8_t*>(mem) + header;
+    buffer->state.store(ThreadBuffer::kActive, std::memory_order_relaxed);
+    ThreadBuffer* head = g_registry.load(std::memory_order_relaxed);
+    do {
+      buffer->next = head;
+    } while (!g_registry.compare_exchange_weak(head, buffer, std::memory_order_release,
+                                               std::memory_order_relaxed));
+  }
+  buffer->thread_index = g_next_thread_index.fetch_add(1, std::memory_order_relaxed);
+  buffer->tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  buffer->wake_requested = false;
+  // announced is the writer's: it resets it when it recycles the buffer (see writer.cc).
+  return buffer;
+}
+
+}  // namespace memlens::agent

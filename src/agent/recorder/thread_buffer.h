@@ -1,0 +1,86 @@
+// src/agent/recorder/thread_buffer.h
+//
+// ThreadBuffer: the per-thread ring of RawEvents between one application thread (producer)
+// and the writer thread (consumer).
+//
+// Runs on: the owning application thread (Reserve/Commit) and the writer thread (Drain).
+// Hot-path rules apply to Reserve/Commit: no heap, no locks, no syscalls, no exceptions.
+// Thread safety: single producer, single consumer; they meet only through head_ and tail_,
+// published with release/acquire ordering. Buffers are mmap'd once and never unmapped: a
+// thread that exits gives its buffer back (kRetired), the writer drains it and marks it kFree
+// for the next new thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "agent/recorder/raw_event.h"
+
+namespace memlens::agent {
+
+class ThreadBuffer {
+ public:
+  enum State : int { kFree = 0, kActive = 1, kRetired = 2 };
+  static constexpr size_t kCapacity = size_t{4} << 20;  // power of two
+
+  // Returns room for a record of at most max_size bytes, or nullptr when the ring is full.
+  RawEvent* Reserve(uint32_t max_size);
+  // Publishes the record returned by the last Reserve; size <= the reserved max_size.
+  void Commit(uint32_t size);
+  size_t UsedBytes() const {
+    return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed);
+  }
+
+  // Writer side: calls fn(const RawEvent&) for each committed record, oldest first, and frees
+  // their space. Returns the number of records.
+  template <typename Fn>
+  size_t Drain(Fn&& fn);
+
+  std::atomic<int> state{kFree};
+  uint32_t thread_index = 0;  // set when a thread takes the buffer; stable until retired
+  uint64_t tid = 0;
+  bool announced = false;     // writer side: the kThread record for thread_index is written
+  bool wake_requested = false;  // producer side: asked the writer to drain early
+  ThreadBuffer* next = nullptr;  // registry list; written once before publication
+
+  uint8_t* data = nullptr;
+
+ private:
+  alignas(64) std::atomic<uint64_t> head_{0};  // consumer position (monotonic byte count)
+  alignas(64) std::atomic<uint64_t> tail_{0};  // producer position
+  uint64_t cached_head_ = 0;                   // producer's last view of head_
+  uint64_t reserved_at_ = 0;                   // where the last reserved record starts
+};
+
+template <typename Fn>
+size_t ThreadBuffer::Drain(Fn&& fn) {
+  uint64_t head = head_.load(std::memory_order_relaxed);
+  const uint64_t tail = tail_.load(std::memory_order_acquire);
+  size_t count = 0;
+  while (head < tail) {
+    size_t pos = head & (kCapacity - 1);
+    size_t room = kCapacity - pos;
+    if (room < sizeof(RawEvent)) {  // no record starts this close to the end: wrap
+      head += room;
+      continue;
+    }
+    const auto* event = reinterpret_cast<const RawEvent*>(data + pos);
+    if (event->kind != kPadKind) {
+      fn(*event);
+      ++count;
+    }
+    head += event->record_size;
+    if ((count & 1023) == 0) head_.store(head, std::memory_order_release);
+  }
+  head_.store(head, std::memory_order_release);
+  return count;
+}
+
+// Takes a free buffer (or maps a new one) for the calling thread. Returns nullptr when no
+// memory can be mapped. Not on the per-allocation path: once per thread.
+ThreadBuffer* AcquireThreadBuffer();
+// The registry of every buffer ever mapped, for the writer to walk (lock-free push only).
+ThreadBuffer* FirstThreadBuffer();
+
+}  // namespace memlens::agent

@@ -1,0 +1,99 @@
+// src/agent/writer/module_scanner.cc: see module_scanner.h.
+#include "agent/writer/module_scanner.h"
+
+#include <elf.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+namespace memlens::agent {
+namespace {
+
+struct Seen {
+  std::string path;
+  uint64_t load_bias;
+  std::string build_id;
+  std::vector<format::Segment> segments;
+};
+
+std::string ExecutablePath() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, n) : std::string();
+}
+
+std::string BuildIdOf(const dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (desc + note->n_descsz > end) break;
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+        return std::string(desc, note->n_descsz);
+      }
+      p = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return {};
+}
+
+int CollectModule(dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<std::vector<Seen>*>(data);
+  Seen seen;
+  seen.path = info->dlpi_name ? info->dlpi_name : "";
+  if (seen.path.empty() && out->empty()) seen.path = ExecutablePath();  // the main program
+  seen.load_bias = info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+      seen.segments.push_back({info->dlpi_addr + ph.p_vaddr, ph.p_memsz});
+    }
+  }
+  if (seen.segments.empty()) return 0;
+  seen.build_id = BuildIdOf(info);
+  out->push_back(std::move(seen));
+  return 0;
+}
+
+}  // namespace
+
+void ModuleScanner::Rescan(std::vector<format::ModuleRecord>* loaded,
+                           std::vector<uint64_t>* unloaded) {
+  std::vector<Seen> seen;
+  dl_iterate_phdr(CollectModule, &seen);
+  for (Known& k : modules_) {
+    if (!k.loaded) continue;
+    bool still = false;
+    for (const Seen& s : seen) still |= s.path == k.path && s.load_bias == k.load_bias;
+    if (!still) {
+      k.loaded = false;
+      unloaded->push_back(k.id);
+    }
+  }
+  for (Seen& s : seen) {
+    bool known = false;
+    for (const Known& k : modules_) known |= k.loaded && s.path == k.path && s.load_bias == k.load_bias;
+    if (known) continue;
+    format::ModuleRecord record{next_id_++, s.load_bias, s.path, s.build_id, s.segments};
+    modules_.push_back({record.id, s.path, s.load_bias, s.segments, true});
+    loaded->push_back(std::move(record));
+  }
+}
+
+bool ModuleScanner::Contains(uint64_t ip) const {
+  for (const Known& k : modules_) {
+    for (const format::Segment& s : k.segments) {
+      if (ip - s.start < s.size) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace memlens::agent

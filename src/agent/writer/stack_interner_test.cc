@@ -1,0 +1,60 @@
+// StackInterner: ids are a trie numbered in creation order, shared prefixes are stored once,
+// and the whole-stack cache never confuses two stacks.
+#include "agent/writer/stack_interner.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+namespace memlens::agent {
+namespace {
+
+struct Recorded {
+  std::vector<std::pair<uint64_t, uint64_t>> nodes{{0, 0}};  // id -> (parent, ip)
+  auto Callback() {
+    return [this](uint64_t parent, uint64_t ip) { nodes.push_back({parent, ip}); };
+  }
+  std::vector<uint64_t> Unwind(uint64_t id) const {  // innermost first
+    std::vector<uint64_t> out;
+    for (; id; id = nodes[id].first) out.push_back(nodes[id].second);
+    return out;
+  }
+};
+
+TEST(StackInterner, SharesPrefixesAndNumbersNodesInOrder) {
+  StackInterner interner;
+  Recorded rec;
+  uint64_t a[] = {0x30, 0x20, 0x10};  // innermost first; 0x10 is the outermost frame
+  uint64_t b[] = {0x31, 0x20, 0x10};
+  uint64_t id_a = interner.Intern(a, 3, rec.Callback());
+  uint64_t id_b = interner.Intern(b, 3, rec.Callback());
+  EXPECT_EQ(id_a, 3u);
+  EXPECT_EQ(id_b, 4u);  // only the innermost frame is new
+  EXPECT_EQ(rec.nodes.size(), 5u);
+  EXPECT_EQ(rec.nodes[1], (std::pair<uint64_t, uint64_t>{0, 0x10}));
+  EXPECT_EQ(rec.nodes[4], (std::pair<uint64_t, uint64_t>{2, 0x31}));
+  EXPECT_EQ(interner.Intern(a, 3, rec.Callback()), id_a);
+  EXPECT_EQ(interner.Intern(a + 1, 2, rec.Callback()), 2u);  // a prefix is its own stack
+  EXPECT_EQ(interner.Intern(a, 0, rec.Callback()), 0u);
+}
+
+TEST(StackInterner, ManyRandomStacksRoundTrip) {
+  StackInterner interner;
+  Recorded rec;
+  std::mt19937_64 rng(7);
+  std::map<std::vector<uint64_t>, uint64_t> seen;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint64_t> stack(1 + rng() % 40);
+    for (auto& f : stack) f = 0x1000 + rng() % 64;  // small alphabet: lots of sharing
+    uint64_t id = interner.Intern(stack.data(), static_cast<int>(stack.size()), rec.Callback());
+    auto [it, fresh] = seen.emplace(stack, id);
+    EXPECT_EQ(it->second, id);
+    ASSERT_EQ(rec.Unwind(id), stack);
+  }
+  EXPECT_EQ(interner.node_count() + 1, rec.nodes.size());
+}
+
+}  // namespace
+}  // namespace memlens::agent

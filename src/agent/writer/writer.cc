@@ -1,0 +1,294 @@
+// src/agent/writer/writer.cc: see writer.h.
+#include "agent/writer/writer.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "agent/recorder/recorder.h"
+#include "agent/recorder/thread_buffer.h"
+#include "agent/writer/module_scanner.h"
+#include "agent/writer/stack_interner.h"
+#include "format/chunk.h"
+#include "format/record_encoder.h"
+
+namespace memlens::agent {
+namespace {
+
+constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
+constexpr size_t kChunkTarget = 1 << 20;                 // uncompressed payload per chunk
+constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
+
+std::atomic<bool> g_stop_requested{false};
+std::atomic<bool> g_modules_changed{false};
+format::EndReason g_stop_reason = format::EndReason::kExit;
+int64_t g_stop_detail = 0;
+pthread_t g_writer_thread;
+
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
+}
+
+class Writer {
+ public:
+  Writer(int fd, const format::ProcessRecord& process)
+      : fd_(fd), process_(process), meta_encoder_(&meta_), event_encoder_(&events_) {}
+
+  void Run();
+
+ private:
+  size_t DrainAll();
+  void DrainBuffer(ThreadBuffer* buffer);
+  void EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw);
+  uint64_t InternStack(const RawEvent& raw);
+  void RescanModules();
+  void MaybeRecordTime(bool force);
+  void Flush();
+  void WriteAll(const std::string& bytes);
+
+  int fd_;
+  format::ProcessRecord process_;
+  std::string meta_;    // threads, modules, stack nodes: placed first in each chunk
+  std::string events_;  // event batches, which refer to the meta records
+  std::string chunk_;
+  format::RecordEncoder meta_encoder_;
+  format::RecordEncoder event_encoder_;
+  format::ChunkCompressor compressor_;
+  StackInterner interner_;
+  ModuleScanner modules_;
+  std::vector<uint64_t> frames_;
+  bool failed_ = false;
+  uint64_t lost_after_failure_ = 0;
+  uint64_t last_time_seq_ = 0;
+  uint64_t last_time_ns_ = 0;
+  uint64_t last_flush_ns_ = 0;
+  uint32_t batch_thread_ = 0;
+  bool in_batch_ = false;
+};
+
+Writer* g_writer = nullptr;
+
+void* WriterMain(void* arg) {
+  t_in_hook = true;  // the writer's own allocations are never recorded
+  static_cast<Writer*>(arg)->Run();
+  return nullptr;
+}
+
+void Writer::Run() {
+  WriteAll(format::EncodeFileHeader());
+  meta_encoder_.Process(process_);
+  RescanModules();
+  Flush();
+  for (;;) {
+    const uint32_t wake_seen = g_writer_wake.load(std::memory_order_acquire);
+    const bool stopping = g_stop_requested.load(std::memory_order_acquire);
+    if (g_modules_changed.exchange(false, std::memory_order_acq_rel)) RescanModules();
+    size_t drained = DrainAll();
+    g_writer_rounds.fetch_add(1, std::memory_order_release);
+    MaybeRecordTime(stopping);
+    if (stopping) break;
+    uint64_t now = MonotonicNs();
+    if (events_.size() + meta_.size() >= kChunkTarget || now - last_flush_ns_ >= kFlushIntervalNs) {
+      Flush();
+    }
+    // Sleep until a producer nudges us or the next round is due: short while events flow.
+    timespec timeout{0, drained ? 1000000 : 10000000};
+    syscall(SYS_futex, &g_writer_wake, FUTEX_WAIT_PRIVATE, wake_seen, &timeout, nullptr, 0);
+  }
+  // Final round: everything committed before the stop request is in the buffers now.
+  DrainAll();
+  MaybeRecordTime(true);
+  uint64_t dropped = TakeDroppedEvents() + lost_after_failure_;
+  if (dropped) meta_encoder_.Drops({dropped});
+  format::EndRecord end;
+  end.reason = g_stop_reason;
+  end.detail = g_stop_detail;
+  end.monotonic_ns = MonotonicNs() - process_.start_monotonic_ns;
+  end.events = EventsRecorded();
+  end.dropped = DroppedEventsTotal() + lost_after_failure_;
+  meta_encoder_.End(end);
+  Flush();
+  close(fd_);
+}
+
+size_t Writer::DrainAll() {
+  size_t before = events_.size();
+  for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
+    int state = b->state.load(std::memory_order_acquire);
+    if (state == ThreadBuffer::kFree) continue;
+    DrainBuffer(b);
+    if (state == ThreadBuffer::kRetired) {
+      // Its thread is gone and everything it wrote was visible before kRetired: recycle.
+      b->announced = false;
+      b->state.store(ThreadBuffer::kFree, std::memory_order_release);
+    }
+  }
+  uint64_t dropped = TakeDroppedEvents();
+  if (dropped) meta_encoder_.Drops({dropped});
+  return events_.size() - before;
+}
+
+void Writer::DrainBuffer(ThreadBuffer* buffer) {
+  buffer->Drain([&](const RawEvent& raw) { EncodeEvent(buffer, raw); });
+  if (in_batch_) {
+    event_encoder_.EndEvents();
+    in_batch_ = false;
+  }
+}
+
+void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
+  if (!buffer->announced) {
+    meta_encoder_.Thread({buffer->thread_index, buffer->tid});
+    buffer->announced = true;
+  }
+  if (!in_batch_ || batch_thread_ != buffer->thread_index) {
+    if (in_batch_) event_encoder_.EndEvents();
+    event_encoder_.BeginEvents(buffer->thread_index);
+    batch_thread_ = buffer->thread_index;
+    in_batch_ = true;
+  }
+  format::Event event;
+  event.seq = raw.seq;
+  event.kind = static_cast<format::EventKind>(raw.kind);
+  event.address = raw.address;
+  event.size = raw.size;
+  event.stack = format::HasStack(event.kind) ? InternStack(raw) : 0;
+  event_encoder_.AddEvent(event);
+  if (events_.size() >= kChunkTarget) {  // keep chunks bounded even mid-batch
+    event_encoder_.EndEvents();
+    in_batch_ = false;
+    Flush();
+  }
+}
+
+uint64_t Writer::InternStack(const RawEvent& raw) {
+  const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
+  int count = raw.frame_count;
+  if (raw.truncated) {
+    frames_.assign(frames, frames + count);
+    frames_.push_back(kTruncatedMarkerIp);
+    frames = frames_.data();
+    ++count;
+  }
+  return interner_.Intern(frames, count, [&](uint64_t parent, uint64_t ip) {
+    // A frame outside every known module: something was loaded since the last scan.
+    if (ip != kTruncatedMarkerIp && !modules_.Contains(ip)) RescanModules();
+    meta_encoder_.StackNode({parent, ip});
+  });
+}
+
+void Writer::RescanModules() {
+  std::vector<format::ModuleRecord> loaded;
+  std::vector<uint64_t> unloaded;
+  modules_.Rescan(&loaded, &unloaded);
+  for (uint64_t id : unloaded) meta_encoder_.ModuleUnload({id});
+  for (const auto& m : loaded) meta_encoder_.Module(m);
+}
+
+void Writer::MaybeRecordTime(bool force) {
+  uint64_t seq = g_seq.load(std::memory_order_acquire);  // read before the clock: see TimeRecord
+  uint64_t now = MonotonicNs() - process_.start_monotonic_ns;
+  if (seq == last_time_seq_ && !force) return;
+  if (!force && now - last_time_ns_ < 1000000) return;
+  meta_encoder_.Time({now, seq});
+  last_time_seq_ = seq;
+  last_time_ns_ = now;
+}
+
+void Writer::Flush() {
+  if (in_batch_) {  // a batch never spans chunks
+    event_encoder_.EndEvents();
+    in_batch_ = false;
+  }
+  last_flush_ns_ = MonotonicNs();
+  if (meta_.empty() && events_.empty()) return;
+  meta_.append(events_);
+  chunk_.clear();
+  compressor_.AppendChunk(meta_, &chunk_);
+  WriteAll(chunk_);
+  meta_.clear();
+  events_.clear();
+}
+
+void Writer::WriteAll(const std::string& bytes) {
+  if (failed_) return;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A failing disk must not take the program down: say it once, keep draining, count.
+      failed_ = true;
+      char message[256];
+      int len = snprintf(message, sizeof message,
+                         "memlens: writing the capture failed (%s); the program continues, the "
+                         "capture ends here\n",
+                         n < 0 ? strerror(errno) : "no space");
+      if (len > 0) ::write(2, message, static_cast<size_t>(len));
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+bool StartWriter(int fd, const format::ProcessRecord& process) {
+  g_writer = new Writer(fd, process);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything
+  g_writer_running.store(true, std::memory_order_release);
+  int rc = pthread_create(&g_writer_thread, nullptr, [](void* arg) -> void* {
+    WriterMain(arg);
+    g_writer_running.store(false, std::memory_order_release);
+    return nullptr;
+  }, g_writer);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    g_writer_running.store(false, std::memory_order_release);
+    return false;
+  }
+  pthread_detach(g_writer_thread);
+  return true;
+}
+
+void RequestWriterStop(format::EndReason reason, int64_t detail) {
+  g_stop_reason = reason;
+  g_stop_detail = detail;
+  g_stop_requested.store(true, std::memory_order_release);
+  WakeWriter();
+}
+
+void WaitForWriter(int timeout_ms) {
+  uint64_t rounds = g_writer_rounds.load(std::memory_order_acquire);
+  int idle_ms = 0;
+  while (g_writer_running.load(std::memory_order_acquire) && idle_ms < timeout_ms) {
+    timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+    uint64_t now = g_writer_rounds.load(std::memory_order_acquire);
+    idle_ms = now == rounds ? idle_ms + 1 : 0;
+    rounds = now;
+  }
+}
+
+bool IsWriterThread() {
+  return g_writer_running.load(std::memory_order_acquire) &&
+         pthread_equal(pthread_self(), g_writer_thread);
+}
+
+void NoteModulesChangedForWriter() { g_modules_changed.store(true, std::memory_order_release); }
+
+}  // namespace memlens::agent

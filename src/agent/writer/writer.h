@@ -1,0 +1,27 @@
+// src/agent/writer/writer.h
+//
+// The writer thread: drains every ThreadBuffer, interns stacks, records modules and threads,
+// encodes, compresses and writes chunks to the capture file, at least every 100 ms.
+//
+// Runs on: its own thread, with every signal blocked and recording disabled for itself.
+// StartWriter/RequestWriterStop/WaitForWriter are called by agent.cc on application threads
+// (WaitForWriter also from a signal handler: it only polls atomics and sleeps).
+#pragma once
+
+#include <cstdint>
+
+#include "format/records.h"
+
+namespace memlens::agent {
+
+// Takes ownership of fd. Returns false when the thread cannot be started.
+bool StartWriter(int fd, const format::ProcessRecord& process);
+// Asks for a last drain, an END record, and the file closed.
+void RequestWriterStop(format::EndReason reason, int64_t detail);
+// Waits until the writer has finished, or until timeout_ms pass without progress.
+void WaitForWriter(int timeout_ms);
+bool IsWriterThread();
+// dlopen/dlclose happened: rescan modules on the next round.
+void NoteModulesChangedForWriter();
+
+}  // namespace memlens::agent

@@ -1,0 +1,22 @@
+// src/analyzer/export/format_units.h
+//
+// Human-readable numbers for the terminal views: bytes in binary units, counts with thousands
+// separators, seconds, and one-line descriptions of source frames.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "analyzer/symbolize/symbolizer.h"
+
+namespace memlens::analyzer {
+
+std::string FormatBytes(uint64_t bytes);    // "1.50 MiB", "512 B"
+std::string FormatCount(uint64_t count);    // "1,234,567"
+std::string FormatSeconds(double seconds);  // "12.345 s"
+std::string FormatPercent(uint64_t part, uint64_t whole);  // "12.3%"
+std::string FunctionName(const SourceFrame& frame);  // the name, or module+0xoffset
+std::string SourceLocation(const SourceFrame& frame);  // "file.cc:12", or "" when unknown
+std::string ModuleName(const SourceFrame& frame);      // basename of the module path
+
+}  // namespace memlens::analyzer

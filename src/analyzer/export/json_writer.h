@@ -1,0 +1,66 @@
+// src/analyzer/export/json_writer.h
+//
+// JsonWriter: a small streaming JSON writer (pretty-printed, UTF-8 passed through, control
+// characters escaped), plus the JSON forms of the model's frames and statistics shared by every
+// command's --json output. The shapes are documented in docs/json-output.md and kept stable.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/model/replay.h"
+#include "analyzer/symbolize/symbolizer.h"
+
+namespace memlens::analyzer {
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::ostream& out) : out_(out) {}
+  ~JsonWriter() { out_ << '\n'; }
+
+  void BeginObject() { Open('{'); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
+  void Key(std::string_view key);
+  void String(std::string_view value);
+  void Uint(uint64_t value);
+  void Int(int64_t value);
+  void Double(double value);
+  void Bool(bool value);
+  void Null();
+
+  template <typename T>
+  void Field(std::string_view key, const T& value) {
+    Key(key);
+    Value(value);
+  }
+
+ private:
+  void Value(std::string_view v) { String(v); }
+  void Value(const char* v) { String(v); }
+  void Value(const std::string& v) { String(v); }
+  void Value(bool v) { Bool(v); }
+  void Value(double v) { Double(v); }
+  void Value(uint64_t v) { Uint(v); }
+  void Value(uint32_t v) { Uint(v); }
+  void Value(int64_t v) { Int(v); }
+  void Value(int v) { Int(v); }
+  void Open(char c);
+  void Close(char c);
+  void BeforeValue();
+  void Newline();
+  void Quote(std::string_view text);
+
+  std::ostream& out_;
+  std::vector<bool> has_items_;  // per open container
+  bool after_key_ = false;
+};
+
+void WriteFrame(JsonWriter* json, const SourceFrame& frame);
+void WriteStats(JsonWriter* json, const StackStats& stats);
+void WriteStack(JsonWriter* json, std::string_view key, const std::vector<SourceFrame>& frames);
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,315 @@
+// src/analyzer/model/replay.cc: see replay.h.
+#include "analyzer/model/replay.h"
+
+#include <algorithm>
+#include <map>
+
+#include "analyzer/model/address_map.h"
+
+namespace memlens::analyzer {
+namespace {
+
+using format::EventKind;
+
+constexpr uint64_t kTruncatedMarkerIp = 1;  // see the agent's writer
+
+struct Region {
+  uint64_t end;
+  uint64_t stack;
+};
+
+// Per-stack counters plus the bookkeeping that yields each stack's share of the global peak
+// without copying the live set at every new peak: a stack's value at the last peak is
+// snapshotted lazily, the first time the stack changes after that peak.
+struct StackState {
+  StackStats stats;
+  uint64_t live_bytes = 0;
+  uint64_t live_blocks = 0;
+  uint64_t changed_in_epoch = 0;
+};
+
+class Replayer : public format::RecordVisitor {
+ public:
+  explicit Replayer(Profile* p) : p_(p) {}
+
+  void OnProcess(const format::ProcessRecord& r) override {
+    p_->process = r;
+    p_->has_process = true;
+  }
+  void OnModule(const format::ModuleRecord& r) override {
+    p_->modules[r.id] = r;
+    loaded_.push_back(r.id);
+  }
+  void OnModuleUnload(const format::ModuleUnloadRecord& r) override {
+    loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), r.id), loaded_.end());
+    unloaded_.push_back(r.id);
+  }
+  void OnThread(const format::ThreadRecord&) override { ++p_->thread_count; }
+  void OnStackNode(const format::StackNodeRecord& r) override {
+    p_->nodes.push_back({r.parent, r.ip, ModuleOf(r.ip)});
+  }
+  void OnTime(const format::TimeRecord& r) override { p_->times.push_back(r); }
+  void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
+  void OnEnd(const format::EndRecord& r) override { p_->end = r; }
+  void OnEvent(const format::Event& e) override;
+
+  void Finish();
+
+ private:
+  uint64_t ModuleOf(uint64_t ip) const;
+  StackState& State(uint64_t stack);
+  void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq);
+  void Release(uint64_t stack, uint64_t bytes);
+  void Touch(StackState& s);
+  void AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq);
+  void RemoveRange(uint64_t start, uint64_t size, std::vector<std::pair<uint64_t, Region>>* taken);
+
+  Profile* p_;
+  std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
+  AddressMap heap_;
+  std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
+  std::unordered_map<uint64_t, StackState> states_;
+  std::unordered_map<uint32_t, LiveBlock> realloc_pending_;  // by thread
+  std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, Region>>> mremap_pending_;
+  uint64_t live_bytes_ = 0;
+  uint64_t live_blocks_ = 0;
+  uint64_t peak_epoch_ = 1;
+};
+
+uint64_t Replayer::ModuleOf(uint64_t ip) const {
+  if (ip == kTruncatedMarkerIp) return 0;
+  // The newest mapping wins: an address may have been reused after a dlclose.
+  for (auto list : {&loaded_, &unloaded_}) {
+    for (auto it = list->rbegin(); it != list->rend(); ++it) {
+      const auto& m = p_->modules.at(*it);
+      for (const auto& s : m.segments) {
+        if (ip - s.start < s.size) return m.id;
+      }
+    }
+  }
+  return 0;
+}
+
+StackState& Replayer::State(uint64_t stack) { return states_[stack]; }
+
+void Replayer::Touch(StackState& s) {
+  if (s.changed_in_epoch < peak_epoch_) {  // first change since the last peak: remember it
+    s.stats.peak_bytes = s.live_bytes;
+    s.stats.peak_blocks = s.live_blocks;
+    s.changed_in_epoch = peak_epoch_;
+  }
+}
+
+void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq) {
+  StackState& s = State(stack);
+  Touch(s);
+  s.live_bytes += bytes;
+  s.live_blocks += 1;
+  s.stats.allocations += 1;
+  s.stats.allocated_bytes += bytes;
+  p_->totals.allocations += 1;
+  p_->totals.allocated_bytes += bytes;
+  live_bytes_ += bytes;
+  live_blocks_ += 1;
+  if (live_bytes_ > p_->totals.peak_bytes) {
+    p_->totals.peak_bytes = live_bytes_;
+    p_->totals.peak_blocks = live_blocks_;
+    p_->totals.peak_seq = seq;
+    ++peak_epoch_;  // every stack's current value is now its value at the peak
+  }
+}
+
+void Replayer::Release(uint64_t stack, uint64_t bytes) {
+  StackState& s = State(stack);
+  Touch(s);
+  s.live_bytes -= bytes;
+  s.live_blocks -= 1;
+  live_bytes_ -= bytes;
+  live_blocks_ -= 1;
+}
+
+void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq) {
+  if (size == 0) return;
+  std::vector<std::pair<uint64_t, Region>> replaced;
+  RemoveRange(start, size, &replaced);  // MAP_FIXED over an existing mapping replaces it
+  mappings_[start] = {start + size, stack};
+  Allocate(stack, size, seq);
+}
+
+// Cuts [start, start+size) out of the tracked mappings; what was cut goes to *taken.
+void Replayer::RemoveRange(uint64_t start, uint64_t size,
+                           std::vector<std::pair<uint64_t, Region>>* taken) {
+  uint64_t end = start + size;
+  auto it = mappings_.upper_bound(start);
+  if (it != mappings_.begin()) --it;
+  while (it != mappings_.end() && it->first < end) {
+    uint64_t r_start = it->first;
+    Region r = it->second;
+    if (r.end <= start) {
+      ++it;
+      continue;
+    }
+    it = mappings_.erase(it);
+    uint64_t cut_start = std::max(r_start, start), cut_end = std::min(r.end, end);
+    // The whole old region leaves the accounting; the parts outside the cut come back.
+    Release(r.stack, r.end - r_start);
+    p_->totals.frees += 1;
+    if (r_start < cut_start) {
+      mappings_[r_start] = {cut_start, r.stack};
+      Allocate(r.stack, cut_start - r_start, 0);
+      State(r.stack).stats.allocations -= 1;  // a split is not a new allocation
+      State(r.stack).stats.allocated_bytes -= cut_start - r_start;
+      p_->totals.allocations -= 1;
+      p_->totals.allocated_bytes -= cut_start - r_start;
+    }
+    if (cut_end < r.end) {
+      mappings_[cut_end] = {r.end, r.stack};
+      Allocate(r.stack, r.end - cut_end, 0);
+      State(r.stack).stats.allocations -= 1;
+      State(r.stack).stats.allocated_bytes -= r.end - cut_end;
+      p_->totals.allocations -= 1;
+      p_->totals.allocated_bytes -= r.end - cut_end;
+    }
+    taken->push_back({cut_start, {cut_end, r.stack}});
+    it = mappings_.lower_bound(cut_end);
+  }
+}
+
+void Replayer::OnEvent(const format::Event& e) {
+  ++p_->totals.events;
+  LiveBlock block;
+  switch (e.kind) {
+    case EventKind::kFree:
+      if (heap_.Remove(e.address, &block)) {
+        Release(block.stack, block.size);
+        ++p_->totals.frees;
+      } else {
+        ++p_->totals.unmatched_frees;
+      }
+      break;
+    case EventKind::kReallocOld:
+      if (heap_.Remove(e.address, &block)) {
+        Release(block.stack, block.size);
+        ++p_->totals.frees;
+        realloc_pending_[e.thread] = block;
+      } else {
+        realloc_pending_.erase(e.thread);
+      }
+      break;
+    case EventKind::kReallocFailed: {
+      auto it = realloc_pending_.find(e.thread);
+      if (it != realloc_pending_.end()) {  // undo: the old block was never released
+        heap_.Insert(e.address, it->second);
+        Allocate(it->second.stack, it->second.size, e.seq);
+        State(it->second.stack).stats.allocations -= 1;
+        State(it->second.stack).stats.allocated_bytes -= it->second.size;
+        p_->totals.allocations -= 1;
+        p_->totals.allocated_bytes -= it->second.size;
+        --p_->totals.frees;
+        realloc_pending_.erase(it);
+      }
+      break;
+    }
+    case EventKind::kMmap:
+      AddRegion(e.address, e.size, e.stack, e.seq);
+      break;
+    case EventKind::kMunmap: {
+      std::vector<std::pair<uint64_t, Region>> taken;
+      RemoveRange(e.address, e.size, &taken);
+      break;
+    }
+    case EventKind::kMremapOld: {
+      auto& taken = mremap_pending_[e.thread];
+      taken.clear();
+      RemoveRange(e.address, e.size, &taken);
+      break;
+    }
+    case EventKind::kMremapNew: {
+      auto it = mremap_pending_.find(e.thread);
+      if (it != mremap_pending_.end() && !it->second.empty()) AddRegion(e.address, e.size, e.stack, e.seq);
+      if (it != mremap_pending_.end()) it->second.clear();
+      break;
+    }
+    case EventKind::kMremapFailed: {
+      auto it = mremap_pending_.find(e.thread);
+      if (it == mremap_pending_.end()) break;
+      for (auto& [start, region] : it->second) AddRegion(start, region.end - start, region.stack, e.seq);
+      it->second.clear();
+      break;
+    }
+    default:  // every heap allocation kind
+      if (format::IsHeapAlloc(e.kind)) {
+        if (e.kind == EventKind::kRealloc || e.kind == EventKind::kReallocArray) {
+          realloc_pending_.erase(e.thread);
+        }
+        if (heap_.Remove(e.address, &block)) {  // a free we never saw (dropped): forget it
+          Release(block.stack, block.size);
+        }
+        heap_.Insert(e.address, {e.size, e.stack});
+        Allocate(e.stack, e.size, e.seq);
+      }
+      break;
+  }
+}
+
+void Replayer::Finish() {
+  for (auto& [stack, s] : states_) {
+    if (s.changed_in_epoch < peak_epoch_) {  // unchanged since the last peak
+      s.stats.peak_bytes = s.live_bytes;
+      s.stats.peak_blocks = s.live_blocks;
+    }
+    s.stats.leaked_bytes = s.live_bytes;
+    s.stats.leaked_blocks = s.live_blocks;
+    p_->stacks[stack] = s.stats;
+  }
+  p_->totals.leaked_bytes = live_bytes_;
+  p_->totals.leaked_blocks = live_blocks_;
+  for (const auto& [start, region] : mappings_) p_->totals.mmap_leaked_bytes += region.end - start;
+}
+
+}  // namespace
+
+double Profile::SecondsAt(uint64_t seq) const {
+  // The first time mark with a larger seq bounds the event from above.
+  auto it = std::upper_bound(times.begin(), times.end(), seq,
+                             [](uint64_t s, const format::TimeRecord& t) { return s < t.seq; });
+  if (it == times.end()) return DurationSeconds();
+  return static_cast<double>(it->monotonic_ns) / 1e9;
+}
+
+double Profile::DurationSeconds() const {
+  if (end) return static_cast<double>(end->monotonic_ns) / 1e9;
+  return times.empty() ? 0.0 : static_cast<double>(times.back().monotonic_ns) / 1e9;
+}
+
+bool LoadProfile(const std::string& path, Profile* profile, std::string* error) {
+  profile->path = path;
+  Replayer replayer(profile);
+  if (!ReadCapture(path, &replayer, &profile->read, error)) return false;
+  if (!profile->has_process) {
+    *error = "'" + path + "' holds no recording (" +
+             (profile->read.damage.empty() ? std::string("it ends after the file header")
+                                           : profile->read.damage) +
+             ")";
+    return false;
+  }
+  replayer.Finish();
+  if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
+  if (!profile->end) {
+    profile->warnings.push_back(
+        "the recording did not finish (the program was killed or the capture was cut short): "
+        "figures cover the first " + std::to_string(profile->DurationSeconds()) + " s");
+  }
+  if (profile->read.missing_events) {
+    profile->warnings.push_back(std::to_string(profile->read.missing_events) +
+                                " events are missing from the capture");
+  }
+  if (profile->end && profile->end->dropped) profile->totals.dropped_events = profile->end->dropped;
+  if (profile->totals.dropped_events) {
+    profile->warnings.push_back(std::to_string(profile->totals.dropped_events) +
+                                " events were dropped while recording: figures are incomplete");
+  }
+  return true;
+}
+
+}  // namespace memlens::analyzer

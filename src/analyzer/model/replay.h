@@ -1,0 +1,84 @@
+// src/analyzer/model/replay.h
+//
+// Replaying a capture: every event in sequence order updates the live set, so that the
+// analyzer knows, per call stack, what was allocated, what was live at the peak of the whole
+// heap, and what was still live at the end. The result, a Profile, is what every view reads.
+//
+// "Heap in use" counts malloc-family blocks and anonymous mappings (docs/analysis.md).
+// Runs on: the analyzer's main thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/reader/capture_reader.h"
+#include "format/records.h"
+
+namespace memlens::analyzer {
+
+struct StackStats {
+  uint64_t allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_bytes = 0;  // live bytes of this stack at the moment of the global peak
+  uint64_t peak_blocks = 0;
+  uint64_t leaked_bytes = 0;  // live bytes at the end of the capture
+  uint64_t leaked_blocks = 0;
+
+  void Add(const StackStats& o) {
+    allocations += o.allocations;
+    allocated_bytes += o.allocated_bytes;
+    peak_bytes += o.peak_bytes;
+    peak_blocks += o.peak_blocks;
+    leaked_bytes += o.leaked_bytes;
+    leaked_blocks += o.leaked_blocks;
+  }
+};
+
+struct Totals {
+  uint64_t allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t frees = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_blocks = 0;
+  uint64_t peak_seq = 0;
+  uint64_t leaked_bytes = 0;
+  uint64_t leaked_blocks = 0;
+  uint64_t mmap_leaked_bytes = 0;  // part of leaked_bytes held in anonymous mappings
+  uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
+  uint64_t dropped_events = 0;
+  uint64_t events = 0;
+};
+
+struct StackNode {
+  uint64_t parent = 0;
+  uint64_t ip = 0;
+  uint64_t module = 0;  // id of the module holding ip when the node was recorded; 0 unknown
+};
+
+struct Profile {
+  std::string path;
+  ReadStatus read;
+  format::ProcessRecord process;
+  bool has_process = false;
+  std::optional<format::EndRecord> end;
+  std::unordered_map<uint64_t, format::ModuleRecord> modules;
+  std::vector<StackNode> nodes{StackNode{}};  // index = node id; [0] is the root
+  std::unordered_map<uint64_t, StackStats> stacks;  // by stack id (innermost node)
+  std::vector<format::TimeRecord> times;
+  uint64_t thread_count = 0;
+  Totals totals;
+  std::vector<std::string> warnings;
+
+  // Seconds since the start of recording at which the event with this seq had happened.
+  double SecondsAt(uint64_t seq) const;
+  double DurationSeconds() const;
+};
+
+// Reads and replays a capture. Returns false with a one-line *error when the file is not a
+// readable capture; damage inside a capture becomes a warning in the profile.
+bool LoadProfile(const std::string& path, Profile* profile, std::string* error);
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,135 @@
+// src/analyzer/model/sites.cc: see sites.h.
+#include "analyzer/model/sites.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace memlens::analyzer {
+namespace {
+
+constexpr uint64_t kTruncatedMarkerIp = 1;  // see the agent's writer
+
+// Frames that belong to the allocator rather than to the code that asked for memory.
+bool IsAllocatorFrame(const SourceFrame& f) {
+  const std::string& fn = f.function;
+  return fn.rfind("operator new", 0) == 0 || fn.rfind("operator delete", 0) == 0;
+}
+
+}  // namespace
+
+StackResolver::StackResolver(const Profile& profile) : profile_(profile) {
+  for (const auto& [id, module] : profile.modules) symbolizer_.AddModule(module);
+}
+
+const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
+  const StackNode& node = profile_.nodes[node_id];
+  if (node.module != 0) return symbolizer_.Resolve(node.module, node.ip);
+  auto it = unknown_.find(node.ip);
+  if (it != unknown_.end()) return it->second;
+  SourceFrame f;
+  if (node.ip == kTruncatedMarkerIp) {
+    f.function = "[stack truncated]";
+  } else {
+    f.module = "[unknown]";
+    f.module_offset = node.ip;
+  }
+  return unknown_[node.ip] = {f};
+}
+
+std::vector<SourceFrame> StackResolver::Frames(uint64_t stack_id) {
+  std::vector<SourceFrame> frames;
+  for (uint64_t id = stack_id; id != 0 && id < profile_.nodes.size(); id = profile_.nodes[id].parent) {
+    const auto& node_frames = NodeFrames(id);
+    frames.insert(frames.end(), node_frames.begin(), node_frames.end());
+  }
+  return frames;
+}
+
+size_t StackResolver::SiteIndex(const std::vector<SourceFrame>& frames) {
+  size_t i = 0;
+  while (i + 1 < frames.size() && IsAllocatorFrame(frames[i])) ++i;
+  return i;
+}
+
+std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by) {
+  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
+  std::map<Key, SiteRow> groups;
+  for (const auto& [stack_id, stats] : profile.stacks) {
+    std::vector<SourceFrame> frames = resolver->Frames(stack_id);
+    SourceFrame site;
+    if (!frames.empty()) site = frames[StackResolver::SiteIndex(frames)];
+    Key key;
+    switch (by) {
+      case GroupBy::kFunction:
+        site.file.clear();
+        site.line = 0;
+        key = {site.function, "", 0, site.module, site.function.empty() ? site.module_offset : 0};
+        break;
+      case GroupBy::kLine:
+        key = {site.function, site.file, site.line, site.module,
+               site.function.empty() ? site.module_offset : 0};
+        break;
+      case GroupBy::kModule:
+        site = SourceFrame{"", "", 0, site.module, 0, false};
+        key = {"", "", 0, site.module, 0};
+        break;
+      case GroupBy::kStack:
+        key = {"", "", 0, "", stack_id};
+        break;
+    }
+    SiteRow& row = groups[key];
+    row.site = site;
+    if (by == GroupBy::kStack) {
+      row.stack = std::move(frames);
+      row.stack_id = stack_id;
+    }
+    row.stats.Add(stats);
+  }
+  std::vector<SiteRow> rows;
+  rows.reserve(groups.size());
+  for (auto& [key, row] : groups) rows.push_back(std::move(row));
+  return rows;
+}
+
+uint64_t SortValue(const StackStats& s, SortBy by) {
+  switch (by) {
+    case SortBy::kPeak: return s.peak_bytes;
+    case SortBy::kAllocated: return s.allocated_bytes;
+    case SortBy::kCount: return s.allocations;
+    case SortBy::kLeaked: return s.leaked_bytes;
+  }
+  return 0;
+}
+
+void SortRows(std::vector<SiteRow>* rows, SortBy by) {
+  std::stable_sort(rows->begin(), rows->end(), [by](const SiteRow& a, const SiteRow& b) {
+    uint64_t va = SortValue(a.stats, by), vb = SortValue(b.stats, by);
+    if (va != vb) return va > vb;
+    return a.stats.allocated_bytes > b.stats.allocated_bytes;
+  });
+}
+
+bool ParseGroupBy(const std::string& text, GroupBy* out) {
+  static const std::map<std::string, GroupBy> kNames = {{"function", GroupBy::kFunction},
+                                                        {"line", GroupBy::kLine},
+                                                        {"module", GroupBy::kModule},
+                                                        {"stack", GroupBy::kStack}};
+  auto it = kNames.find(text);
+  if (it == kNames.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+bool ParseSortBy(const std::string& text, SortBy* out) {
+  static const std::map<std::string, SortBy> kNames = {{"peak", SortBy::kPeak},
+                                                       {"allocated", SortBy::kAllocated},
+                                                       {"count", SortBy::kCount},
+                                                       {"leaked", SortBy::kLeaked}};
+  auto it = kNames.find(text);
+  if (it == kNames.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,53 @@
+// src/analyzer/model/sites.h
+//
+// From stack ids to what users read: symbolized stacks (inlined frames expanded), the
+// allocation site of each stack (its innermost frame that is not allocator plumbing such as
+// operator new), and rows of StackStats grouped by function, source line, module or stack.
+//
+// Runs on: the analyzer's main thread.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analyzer/model/replay.h"
+#include "analyzer/symbolize/symbolizer.h"
+
+namespace memlens::analyzer {
+
+class StackResolver {
+ public:
+  explicit StackResolver(const Profile& profile);
+
+  // Frames of a stack, innermost first, inlined frames expanded.
+  std::vector<SourceFrame> Frames(uint64_t stack_id);
+  // Index in Frames(stack) of the allocation site.
+  static size_t SiteIndex(const std::vector<SourceFrame>& frames);
+  // Frames of one trie node (one return address).
+  const std::vector<SourceFrame>& NodeFrames(uint64_t node_id);
+  const std::vector<std::string>& warnings() const { return symbolizer_.warnings(); }
+
+ private:
+  const Profile& profile_;
+  Symbolizer symbolizer_;
+  std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
+};
+
+enum class GroupBy { kFunction, kLine, kModule, kStack };
+enum class SortBy { kPeak, kAllocated, kCount, kLeaked };
+
+struct SiteRow {
+  SourceFrame site;                 // the grouping frame (function / line / module fields)
+  std::vector<SourceFrame> stack;   // full stack, innermost first (GroupBy::kStack only)
+  uint64_t stack_id = 0;            // GroupBy::kStack only
+  StackStats stats;
+};
+
+std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by);
+void SortRows(std::vector<SiteRow>* rows, SortBy by);
+uint64_t SortValue(const StackStats& s, SortBy by);
+bool ParseGroupBy(const std::string& text, GroupBy* out);
+bool ParseSortBy(const std::string& text, SortBy* out);
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,76 @@
+// src/cli/analysis_options.cc: see analysis_options.h.
+#include "cli/analysis_options.h"
+
+#include <iostream>
+
+namespace memlens::cli {
+
+using analyzer::JsonWriter;
+using analyzer::Profile;
+
+void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options) {
+  command->add_option("capture", options->capture, "capture file written by `memlens run`")
+      ->required();
+  command->add_flag("--json", options->json, "print JSON (shape: docs/json-output.md)");
+}
+
+int Complain(const std::string& message) {
+  std::cerr << "memlens: " << message << "\n";
+  return kExitBadInput;
+}
+
+bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {
+  std::string error;
+  if (analyzer::LoadProfile(options.capture, profile, &error)) return true;
+  Complain(error);
+  return false;
+}
+
+void PrintWarnings(const Profile& profile, const analyzer::StackResolver& resolver) {
+  for (const auto& w : profile.warnings) std::cerr << "memlens: warning: " << w << "\n";
+  for (const auto& w : resolver.warnings()) std::cerr << "memlens: warning: " << w << "\n";
+}
+
+static const char* EndReasonName(format::EndReason reason) {
+  switch (reason) {
+    case format::EndReason::kExit: return "exit";
+    case format::EndReason::kExec: return "exec";
+    case format::EndReason::kSignal: return "signal";
+    case format::EndReason::kExplicitStop: return "stop";
+  }
+  return "unknown";
+}
+
+void WriteCaptureJson(JsonWriter* json, const Profile& p, const analyzer::StackResolver& resolver) {
+  json->Key("capture");
+  json->BeginObject();
+  json->Field("path", p.path);
+  json->Field("format_version",
+              std::to_string(p.read.format_major) + "." + std::to_string(p.read.format_minor));
+  json->Field("complete", p.end.has_value() && p.read.damage.empty());
+  json->Key("end_reason");
+  if (p.end) {
+    json->String(EndReasonName(p.end->reason));
+  } else {
+    json->Null();
+  }
+  json->Field("duration_s", p.DurationSeconds());
+  json->Key("warnings");
+  json->BeginArray();
+  for (const auto& w : p.warnings) json->String(w);
+  for (const auto& w : resolver.warnings()) json->String(w);
+  json->EndArray();
+  json->EndObject();
+  json->Key("process");
+  json->BeginObject();
+  json->Field("pid", p.process.pid);
+  json->Field("executable", p.process.executable);
+  json->Key("argv");
+  json->BeginArray();
+  for (const auto& a : p.process.argv) json->String(a);
+  json->EndArray();
+  json->Field("threads", p.thread_count);
+  json->EndObject();
+}
+
+}  // namespace memlens::cli

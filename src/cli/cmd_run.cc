@@ -1,0 +1,177 @@
+// src/cli/cmd_run.cc
+//
+// `memlens run [-o FILE] -- PROGRAM [ARGS...]`: runs PROGRAM with the agent preloaded, passes
+// its stdin/stdout/stderr through untouched, and exits with its status (128+N when it was
+// killed by signal N). memlens's own messages go to stderr and start with "memlens:".
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+struct RunOptions {
+  std::string output;
+  std::vector<std::string> command;
+};
+
+pid_t g_child = 0;
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The agent lives at ../lib/libmemlens.so from the memlens executable (build tree and install
+// prefix alike); MEMLENS_AGENT overrides.
+std::string FindAgent() {
+  if (const char* env = getenv("MEMLENS_AGENT"); env && *env) return env;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  exe[n] = '\0';
+  return Dirname(Dirname(exe)) + "/lib/libmemlens.so";
+}
+
+// The program as execvp would find it, or an error message.
+bool ResolveProgram(const std::string& name, std::string* error) {
+  auto check = [&](const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return ENOENT;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (access(path.c_str(), X_OK) != 0) return EACCES;
+    return 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    int rc = check(name);
+    if (rc) *error = "cannot run '" + name + "': " + strerror(rc);
+    return rc == 0;
+  }
+  const char* path_env = getenv("PATH");
+  std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= path.size();) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (check((dir.empty() ? "." : dir) + "/" + name) == 0) return true;
+    start = end + 1;
+  }
+  *error = "cannot run '" + name + "': command not found in PATH";
+  return false;
+}
+
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+void ForwardSignal(int signo) {
+  if (g_child > 0) kill(g_child, signo);
+}
+
+int Run(const RunOptions& options) {
+  std::vector<std::string> command = options.command;
+  if (!command.empty() && command[0] == "--") command.erase(command.begin());
+  if (command.empty()) return Complain("run: no program given (usage: memlens run [-o FILE] -- PROGRAM [ARGS...])");
+  std::string error;
+  if (!ResolveProgram(command[0], &error)) return Complain(error);
+  std::string agent = FindAgent();
+  if (access(agent.c_str(), R_OK) != 0) {
+    return Complain("cannot find the agent library at '" + agent + "' (set MEMLENS_AGENT)");
+  }
+  std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
+  if (!output.empty()) {
+    if (FILE* probe = fopen(output.c_str(), "ab")) {
+      fclose(probe);
+    } else {
+      return Complain("cannot write the capture '" + output + "': " + strerror(errno));
+    }
+  }
+
+  // Like a shell: the terminal's ^C and ^\ reach the program; memlens waits for it to finish.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  pid_t child = fork();
+  if (child < 0) return Complain(std::string("fork failed: ") + strerror(errno));
+  if (child == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    std::string path = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
+                                                      std::to_string(getpid()) + ".mlens")
+                                      : output;
+    setenv("MEMLENS_OUTPUT", path.c_str(), 1);
+    unsetenv("MEMLENS_TRACKED");  // we may run inside a recorded process ourselves
+    const char* preload = getenv("LD_PRELOAD");
+    std::string value = agent + (preload && *preload ? ":" + std::string(preload) : "");
+    setenv("LD_PRELOAD", value.c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& arg : command) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::cerr << "memlens: cannot run '" << command[0] << "': " << strerror(errno) << "\n";
+    _exit(127);
+  }
+  g_child = child;
+  signal(SIGTERM, ForwardSignal);
+  signal(SIGHUP, ForwardSignal);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+  std::string capture = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
+                                                      std::to_string(child) + ".mlens")
+                                       : output;
+  struct stat st;
+  bool written = stat(capture.c_str(), &st) == 0 && st.st_size > 0;
+  if (WIFSIGNALED(status)) {
+    int signo = WTERMSIG(status);
+    std::cerr << "memlens: " << command[0] << " was killed by signal " << signo << " ("
+              << strsignal(signo) << ")\n";
+    if (written) std::cerr << "memlens: capture written to " << capture << "\n";
+    return 128 + signo;
+  }
+  if (written) {
+    std::cerr << "memlens: capture written to " << capture << "\n";
+  } else if (WEXITSTATUS(status) != 127) {
+    std::cerr << "memlens: no capture was written to " << capture << "\n";
+  }
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+Command AddRunCommand(CLI::App* app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app->add_subcommand(
+      "run", "Run a program and record its allocations into a capture file");
+  cmd->add_option("-o,--output", options->output,
+                  "capture file (default: memlens-PROGRAM-PID.mlens in the current directory)");
+  cmd->add_option("command", options->command, "PROGRAM [ARGS...] to run (after --)")
+      ->required();
+  cmd->prefix_command();
+  cmd->footer(
+      "The program's input, output and exit status pass through unchanged. The agent can also\n"
+      "be loaded without this command: LD_PRELOAD=.../libmemlens.so MEMLENS_OUTPUT=FILE PROGRAM\n"
+      "(see docs/agent.md). A child of a fork, or a program started by exec, is not recorded.");
+  return {cmd, [options] { return Run(*options); }};
+}
+
+}  // namespace memlens::cli

@@ -1,0 +1,136 @@
+// src/cli/cmd_summary.cc
+//
+// `memlens summary FILE`: the first answers about a capture: command, duration, totals, the
+// peak (how much, when), what was still allocated at exit, and the top sites by peak and by
+// bytes in use at exit.
+#include <iostream>
+#include <memory>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct SummaryOptions {
+  AnalysisOptions common;
+  size_t limit = 5;
+};
+
+std::vector<SiteRow> TopRows(std::vector<SiteRow> rows, SortBy by, size_t limit) {
+  SortRows(&rows, by);
+  std::vector<SiteRow> top;
+  for (auto& row : rows) {
+    if (top.size() >= limit || SortValue(row.stats, by) == 0) break;
+    top.push_back(std::move(row));
+  }
+  return top;
+}
+
+void PrintSites(const char* title, const std::vector<SiteRow>& rows, bool leaked, uint64_t whole) {
+  std::cout << "\n" << title << "\n";
+  if (rows.empty()) {
+    std::cout << "  (none)\n";
+    return;
+  }
+  TextTable table;
+  table.AddColumn(leaked ? "IN USE" : "AT PEAK", TextTable::kRight);
+  table.AddColumn("%", TextTable::kRight);
+  table.AddColumn("BLOCKS", TextTable::kRight);
+  table.AddColumn("MODULE", TextTable::kLeft);
+  table.AddColumn("LOCATION", TextTable::kLeft);
+  table.AddColumn("FUNCTION", TextTable::kLeft);
+  for (const auto& r : rows) {
+    uint64_t bytes = leaked ? r.stats.leaked_bytes : r.stats.peak_bytes;
+    uint64_t blocks = leaked ? r.stats.leaked_blocks : r.stats.peak_blocks;
+    table.AddRow({FormatBytes(bytes), FormatPercent(bytes, whole), FormatCount(blocks),
+                  ModuleName(r.site), SourceLocation(r.site), FunctionName(r.site)});
+  }
+  table.Print(std::cout);
+}
+
+void WriteRows(JsonWriter* json, const char* key, const std::vector<SiteRow>& rows) {
+  json->Key(key);
+  json->BeginArray();
+  for (const auto& r : rows) {
+    json->BeginObject();
+    json->Key("site");
+    WriteFrame(json, r.site);
+    WriteStats(json, r.stats);
+    json->EndObject();
+  }
+  json->EndArray();
+}
+
+int Summary(const SummaryOptions& o) {
+  Profile p;
+  if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  auto rows = GroupSites(p, &resolver, GroupBy::kLine);
+  auto by_peak = TopRows(rows, SortBy::kPeak, o.limit);
+  auto by_leak = TopRows(rows, SortBy::kLeaked, o.limit);
+  const Totals& t = p.totals;
+  double peak_at = p.SecondsAt(t.peak_seq);
+  if (o.common.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Key("totals");
+    json.BeginObject();
+    json.Field("allocations", t.allocations);
+    json.Field("allocated_bytes", t.allocated_bytes);
+    json.Field("frees", t.frees);
+    json.Field("peak_bytes", t.peak_bytes);
+    json.Field("peak_blocks", t.peak_blocks);
+    json.Field("peak_time_s", peak_at);
+    json.Field("in_use_at_exit_bytes", t.leaked_bytes);
+    json.Field("in_use_at_exit_blocks", t.leaked_blocks);
+    json.Field("in_use_at_exit_mmap_bytes", t.mmap_leaked_bytes);
+    json.Field("unmatched_frees", t.unmatched_frees);
+    json.Field("dropped_events", t.dropped_events);
+    json.Field("events", t.events);
+    json.EndObject();
+    WriteRows(&json, "top_peak", by_peak);
+    WriteRows(&json, "top_in_use_at_exit", by_leak);
+    json.EndObject();
+  } else {
+    std::string command;
+    for (const auto& a : p.process.argv) command += (command.empty() ? "" : " ") + a;
+    std::cout << "memlens summary of " << p.path << "\n";
+    TextTable facts;
+    facts.AddColumn("", TextTable::kLeft);
+    facts.AddColumn("", TextTable::kLeft);
+    facts.AddRow({"command", command + "   (pid " + std::to_string(p.process.pid) + ")"});
+    facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
+                                  (p.end ? "" : "   (recording incomplete)")});
+    facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " + FormatCount(t.allocations) +
+                                   " allocations (" + FormatCount(t.frees) + " frees)"});
+    facts.AddRow({"peak", FormatBytes(t.peak_bytes) + " in " + FormatCount(t.peak_blocks) +
+                              " blocks, at " + FormatSeconds(peak_at)});
+    facts.AddRow({"at exit", FormatBytes(t.leaked_bytes) + " in " + FormatCount(t.leaked_blocks) +
+                                 " blocks still allocated"});
+    facts.AddRow({"threads", std::to_string(p.thread_count)});
+    facts.AddRow({"dropped", FormatCount(t.dropped_events) + " events"});
+    facts.Print(std::cout);
+    PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
+    PrintSites("Top sites by memory in use at exit:", by_leak, true, t.leaked_bytes);
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+}  // namespace
+
+Command AddSummaryCommand(CLI::App* app) {
+  auto o = std::make_shared<SummaryOptions>();
+  CLI::App* cmd = app->add_subcommand("summary", "Totals, peak, memory in use at exit, top sites");
+  AddAnalysisOptions(cmd, &o->common);
+  cmd->add_option("--limit", o->limit, "sites listed per table")->capture_default_str();
+  return {cmd, [o] { return Summary(*o); }};
+}
+
+}  // namespace memlens::cli

@@ -1,0 +1,102 @@
+// src/cli/cmd_top.cc
+//
+// `memlens top FILE [--by function|line|module|stack] [--sort peak|allocated|count|leaked]
+// [--limit N]`: the TopX table of allocation sites.
+#include <iostream>
+#include <memory>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct TopOptions {
+  AnalysisOptions common;
+  std::string by = "line";
+  std::string sort = "peak";
+  size_t limit = 20;
+};
+
+int Top(const TopOptions& o) {
+  GroupBy group;
+  SortBy sort;
+  if (!ParseGroupBy(o.by, &group)) return Complain("top: --by must be function, line, module or stack");
+  if (!ParseSortBy(o.sort, &sort)) return Complain("top: --sort must be peak, allocated, count or leaked");
+  Profile p;
+  if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  auto rows = GroupSites(p, &resolver, group);
+  SortRows(&rows, sort);
+  if (rows.size() > o.limit) rows.resize(o.limit);
+  if (o.common.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Field("group_by", o.by);
+    json.Field("sort", o.sort);
+    json.Key("rows");
+    json.BeginArray();
+    for (const auto& r : rows) {
+      json.BeginObject();
+      json.Key("site");
+      WriteFrame(&json, r.site);
+      WriteStats(&json, r.stats);
+      if (group == GroupBy::kStack) WriteStack(&json, "stack", r.stack);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+  } else {
+    TextTable table;
+    for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE AT EXIT"}) {
+      table.AddColumn(title, TextTable::kRight);
+    }
+    table.AddColumn("MODULE", TextTable::kLeft);
+    if (group != GroupBy::kModule) table.AddColumn("LOCATION", TextTable::kLeft);
+    if (group != GroupBy::kModule) table.AddColumn("FUNCTION", TextTable::kLeft);
+    for (const auto& r : rows) {
+      std::vector<std::string> cells = {FormatBytes(r.stats.peak_bytes),
+                                        FormatBytes(r.stats.allocated_bytes),
+                                        FormatCount(r.stats.allocations),
+                                        FormatBytes(r.stats.leaked_bytes), ModuleName(r.site)};
+      if (group != GroupBy::kModule) {
+        cells.push_back(SourceLocation(r.site));
+        cells.push_back(FunctionName(r.site));
+      }
+      table.AddRow(cells);
+    }
+    std::cout << "Top " << rows.size() << " by " << o.by << ", sorted by " << o.sort << "\n";
+    table.Print(std::cout);
+    if (group == GroupBy::kStack) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        std::cout << "\nstack #" << i + 1 << " (" << FormatBytes(SortValue(rows[i].stats, sort))
+                  << "):\n";
+        for (const auto& f : rows[i].stack) {
+          std::cout << "    " << FunctionName(f) << "  " << SourceLocation(f) << "  ("
+                    << ModuleName(f) << (f.inlined ? ", inlined" : "") << ")\n";
+        }
+      }
+    }
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+}  // namespace
+
+Command AddTopCommand(CLI::App* app) {
+  auto o = std::make_shared<TopOptions>();
+  CLI::App* cmd = app->add_subcommand("top", "The top allocation sites, grouped and sorted");
+  AddAnalysisOptions(cmd, &o->common);
+  cmd->add_option("--by", o->by, "group by function, line, module or stack")->capture_default_str();
+  cmd->add_option("--sort", o->sort, "sort by peak, allocated, count or leaked")->capture_default_str();
+  cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();
+  return {cmd, [o] { return Top(*o); }};
+}
+
+}  // namespace memlens::cli

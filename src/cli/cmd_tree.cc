@@ -1,0 +1,104 @@
+// src/cli/cmd_tree.cc
+//
+// `memlens tree FILE [--bottom-up] [--metric peak|allocated|count|leaked] [--min-percent P]`:
+// the call tree with self and inclusive values.
+#include <iostream>
+#include <memory>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/model/call_tree.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct TreeOptions {
+  AnalysisOptions common;
+  bool bottom_up = false;
+  std::string metric = "peak";
+  double min_percent = 1.0;
+};
+
+std::string FormatValue(uint64_t v, SortBy metric) {
+  return metric == SortBy::kCount ? FormatCount(v) : FormatBytes(v);
+}
+
+void PrintNode(const TreeNode& n, uint64_t whole, SortBy metric, int depth) {
+  std::string indent(depth * 2, ' ');
+  std::string location = SourceLocation(n.frame);
+  std::printf("%7s %11s %11s  %s%s%s%s\n", FormatPercent(n.total, whole).c_str(),
+              FormatValue(n.total, metric).c_str(), FormatValue(n.self, metric).c_str(),
+              indent.c_str(), depth == 0 ? "[all]" : FunctionName(n.frame).c_str(),
+              location.empty() ? "" : ("  " + location).c_str(),
+              n.frame.inlined ? "  (inlined)" : "");
+  for (const auto& child : n.children) PrintNode(*child, whole, metric, depth + 1);
+  if (n.pruned_children) {
+    std::printf("%7s %11s %11s  %s  (%zu smaller entries)\n", FormatPercent(n.pruned_total, whole).c_str(),
+                FormatValue(n.pruned_total, metric).c_str(), "", indent.c_str(), n.pruned_children);
+  }
+}
+
+void WriteNode(JsonWriter* json, const TreeNode& n, bool root) {
+  json->BeginObject();
+  if (!root) {
+    json->Key("frame");
+    WriteFrame(json, n.frame);
+  }
+  json->Field("self", n.self);
+  json->Field("total", n.total);
+  json->Field("pruned_total", n.pruned_total);
+  json->Field("pruned_children", static_cast<uint64_t>(n.pruned_children));
+  json->Key("children");
+  json->BeginArray();
+  for (const auto& child : n.children) WriteNode(json, *child, false);
+  json->EndArray();
+  json->EndObject();
+}
+
+int Tree(const TreeOptions& o) {
+  SortBy metric;
+  if (!ParseSortBy(o.metric, &metric)) return Complain("tree: --metric must be peak, allocated, count or leaked");
+  if (o.min_percent < 0 || o.min_percent > 100) return Complain("tree: --min-percent must be between 0 and 100");
+  Profile p;
+  if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  auto root = BuildCallTree(p, &resolver, metric, o.bottom_up);
+  PruneTree(root.get(), static_cast<uint64_t>(root->total * o.min_percent / 100.0));
+  if (o.common.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Field("metric", o.metric);
+    json.Field("bottom_up", o.bottom_up);
+    json.Field("min_percent", o.min_percent);
+    json.Key("root");
+    WriteNode(&json, *root, true);
+    json.EndObject();
+  } else {
+    std::printf("Call tree (%s), %s; nodes under %.2f%% are folded\n", o.metric.c_str(),
+                o.bottom_up ? "bottom-up" : "top-down", o.min_percent);
+    std::printf("%7s %11s %11s  %s\n", "TOTAL%", "TOTAL", "SELF", "FUNCTION");
+    PrintNode(*root, root->total, metric, 0);
+    std::fflush(stdout);
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+}  // namespace
+
+Command AddTreeCommand(CLI::App* app) {
+  auto o = std::make_shared<TreeOptions>();
+  CLI::App* cmd = app->add_subcommand("tree", "The call tree with self and inclusive bytes");
+  AddAnalysisOptions(cmd, &o->common);
+  cmd->add_flag("--bottom-up", o->bottom_up, "start from allocation sites and go to callers");
+  cmd->add_option("--metric", o->metric, "peak, allocated, count or leaked")->capture_default_str();
+  cmd->add_option("--min-percent", o->min_percent, "fold nodes below this share of the total")
+      ->capture_default_str();
+  return {cmd, [o] { return Tree(*o); }};
+}
+
+}  // namespace memlens::cli

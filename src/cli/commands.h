@@ -1,0 +1,27 @@
+// src/cli/commands.h
+//
+// The `memlens` subcommands, one file each (cmd_*.cc). Each Add*Command registers its options
+// on the CLI11 app and returns the function that runs it once the command line is parsed; that
+// function returns the process exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace memlens::cli {
+
+using CommandRunner = std::function<int()>;
+
+struct Command {
+  CLI::App* app;
+  CommandRunner run;
+};
+
+Command AddRunCommand(CLI::App* app);
+Command AddSummaryCommand(CLI::App* app);
+Command AddTopCommand(CLI::App* app);
+Command AddTreeCommand(CLI::App* app);
+Command AddLeaksCommand(CLI::App* app);
+
+}  // namespace memlens::cli

@@ -1,0 +1,217 @@
+// Round trips of every record type through RecordEncoder -> chunk -> ChunkReader ->
+// DecodeRecords, and the reader's answers to damaged input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "base/varint.h"
+#include "format/chunk.h"
+#include "format/record_decoder.h"
+#include "format/record_encoder.h"
+
+namespace memlens::format {
+namespace {
+
+struct Collector : RecordVisitor {
+  std::vector<ProcessRecord> processes;
+  std::vector<ModuleRecord> modules;
+  std::vector<uint64_t> unloads;
+  std::vector<ThreadRecord> threads;
+  std::vector<StackNodeRecord> nodes;
+  std::vector<Event> events;
+  std::vector<TimeRecord> times;
+  std::vector<EndRecord> ends;
+  std::vector<uint64_t> drops;
+  void OnProcess(const ProcessRecord& r) override { processes.push_back(r); }
+  void OnModule(const ModuleRecord& r) override { modules.push_back(r); }
+  void OnModuleUnload(const ModuleUnloadRecord& r) override { unloads.push_back(r.id); }
+  void OnThread(const ThreadRecord& r) override { threads.push_back(r); }
+  void OnStackNode(const StackNodeRecord& r) override { nodes.push_back(r); }
+  void OnEvent(const Event& e) override { events.push_back(e); }
+  void OnTime(const TimeRecord& r) override { times.push_back(r); }
+  void OnEnd(const EndRecord& r) override { ends.push_back(r); }
+  void OnDrops(const DropsRecord& r) override { drops.push_back(r.count); }
+};
+
+std::vector<Event> SampleEvents() {
+  return {
+      {100, EventKind::kMalloc, 0x7f0000001000, 24, 5, 3},
+      {103, EventKind::kCalloc, 0x7f0000000800, 4096, 2, 3},  // address goes down
+      {104, EventKind::kFree, 0x7f0000001000, 0, 0, 3},
+      {110, EventKind::kReallocOld, 0x7f0000000800, 0, 0, 3},
+      {111, EventKind::kRealloc, 0x55aa00000000, 1ull << 40, 900000, 3},
+      {112, EventKind::kMmap, 0x7f1000000000, 1 << 20, 1, 3},
+      {113, EventKind::kMunmap, 0x7f1000000000, 4096, 0, 3},
+      {114, EventKind::kMremapOld, 0x7f1000001000, 8192, 0, 3},
+      {115, EventKind::kMremapNew, 0x7f2000000000, 16384, 7, 3},
+      {116, EventKind::kPosixMemalign, 64, 1, 7, 3},
+  };
+}
+
+TEST(Varint, RoundTripsEdges) {
+  for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 300ull, 1ull << 63, ~0ull}) {
+    std::string s;
+    PutVarint(&s, v);
+    const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+    uint64_t out;
+    ASSERT_TRUE(GetVarint(&p, p + s.size(), &out));
+    EXPECT_EQ(out, v);
+  }
+  for (int64_t v : {0ll, -1ll, 1ll, -(1ll << 62), (1ll << 62)}) EXPECT_EQ(UnZigZag(ZigZag(v)), v);
+  std::string cut;
+  PutVarint(&cut, 1ull << 40);
+  const auto* p = reinterpret_cast<const uint8_t*>(cut.data());
+  uint64_t out;
+  EXPECT_FALSE(GetVarint(&p, p + cut.size() - 1, &out));
+}
+
+TEST(Records, EveryTypeRoundTrips) {
+  std::string payload;
+  RecordEncoder enc(&payload);
+  ProcessRecord process{42, 1, 111, 222, "/bin/prog", {"prog", "--flag", ""}, "0.1.0"};
+  ModuleRecord module{3, 0x400000, "/bin/prog", std::string("\x01\x02\xff", 3),
+                      {{0x401000, 0x2000}, {0x500000, 16}}};
+  enc.Process(process);
+  enc.Module(module);
+  enc.ModuleUnload({3});
+  enc.Thread({7, 12345});
+  enc.StackNode({0, 0x401234});
+  enc.StackNode({1, 0x401300});
+  enc.BeginEvents(3);
+  for (const auto& e : SampleEvents()) enc.AddEvent(e);
+  enc.EndEvents();
+  enc.Time({5000000, 117});
+  enc.Drops({9});
+  enc.End({EndReason::kSignal, 6000000, 117, 9, 11});
+
+  Collector c;
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(payload, &c, &error)) << error;
+  ASSERT_EQ(c.processes.size(), 1u);
+  EXPECT_EQ(c.processes[0].pid, 42u);
+  EXPECT_EQ(c.processes[0].argv, process.argv);
+  EXPECT_EQ(c.processes[0].executable, "/bin/prog");
+  ASSERT_EQ(c.modules.size(), 1u);
+  EXPECT_EQ(c.modules[0].build_id, module.build_id);
+  ASSERT_EQ(c.modules[0].segments.size(), 2u);
+  EXPECT_EQ(c.modules[0].segments[1].start, 0x500000u);
+  EXPECT_EQ(c.unloads, std::vector<uint64_t>{3});
+  EXPECT_EQ(c.threads[0].tid, 12345u);
+  ASSERT_EQ(c.nodes.size(), 2u);
+  EXPECT_EQ(c.nodes[1].parent, 1u);
+  EXPECT_EQ(c.nodes[1].ip, 0x401300u);
+  auto expected = SampleEvents();
+  ASSERT_EQ(c.events.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(c.events[i].seq, expected[i].seq) << i;
+    EXPECT_EQ(c.events[i].kind, expected[i].kind) << i;
+    EXPECT_EQ(c.events[i].address, expected[i].address) << i;
+    EXPECT_EQ(c.events[i].size, HasSize(expected[i].kind) ? expected[i].size : 0) << i;
+    EXPECT_EQ(c.events[i].stack, HasStack(expected[i].kind) ? expected[i].stack : 0) << i;
+    EXPECT_EQ(c.events[i].thread, 3u) << i;
+  }
+  EXPECT_EQ(c.times[0].seq, 117u);
+  EXPECT_EQ(c.drops, std::vector<uint64_t>{9});
+  ASSERT_EQ(c.ends.size(), 1u);
+  EXPECT_EQ(c.ends[0].reason, EndReason::kSignal);
+  EXPECT_EQ(c.ends[0].detail, 11);
+  EXPECT_EQ(c.ends[0].dropped, 9u);
+}
+
+TEST(Records, CorruptPayloadsAreReportedNotOverread) {
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Module({1, 0, "/lib/x.so", "", {{0, 1}}});
+  enc.BeginEvents(1);
+  enc.AddEvent({1, EventKind::kMalloc, 0x1000, 8, 1, 1});
+  enc.EndEvents();
+  // Every strict prefix is either decodable up to a record or reported; never a crash.
+  for (size_t n = 0; n < payload.size(); ++n) {
+    Collector c;
+    std::string error;
+    DecodeRecords(std::string_view(payload.data(), n), &c, &error);
+  }
+  Collector c;
+  std::string error;
+  EXPECT_FALSE(DecodeRecords(std::string("\x63", 1), &c, &error));
+  EXPECT_NE(error.find("unknown record type 99"), std::string::npos) << error;
+  std::string bad_kind = std::string(1, static_cast<char>(RecordType::kEvents)) + "\x01\x7f";
+  EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
+  EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
+}
+
+std::string WriteTemp(const std::string& bytes) {
+  char path[] = "/tmp/memlens-format-test-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  close(fd);
+  return path;
+}
+
+ChunkReader::Result ReadOne(const std::string& bytes, std::string* payload, std::string* error,
+                            bool* header_ok) {
+  std::string path = WriteTemp(bytes);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  ChunkReader reader(f);
+  uint16_t major, minor;
+  *header_ok = reader.ReadFileHeader(&major, &minor, error);
+  auto result = *header_ok ? reader.Next(payload, error) : ChunkReader::Result::kCorrupt;
+  std::fclose(f);
+  std::remove(path.c_str());
+  return result;
+}
+
+TEST(Chunks, CompressedAndRawChunksRoundTrip) {
+  ChunkCompressor compressor;
+  std::string repetitive(100000, 'a'), tiny = "xy";
+  for (const std::string& payload : {repetitive, tiny}) {
+    std::string file = EncodeFileHeader();
+    compressor.AppendChunk(payload, &file);
+    std::string out, error;
+    bool header_ok;
+    ASSERT_EQ(ReadOne(file, &out, &error, &header_ok), ChunkReader::Result::kChunk) << error;
+    EXPECT_EQ(out, payload);
+  }
+}
+
+TEST(Chunks, DamageIsDetected) {
+  ChunkCompressor compressor;
+  std::string good = EncodeFileHeader();
+  compressor.AppendChunk(std::string(5000, 'q'), &good);
+  std::string out, error;
+  bool header_ok;
+  // Truncated in the payload.
+  EXPECT_EQ(ReadOne(good.substr(0, good.size() - 3), &out, &error, &header_ok),
+            ChunkReader::Result::kTruncated);
+  // A flipped payload byte fails the checksum.
+  std::string flipped = good;
+  flipped[flipped.size() - 2] ^= 0x40;
+  EXPECT_EQ(ReadOne(flipped, &out, &error, &header_ok), ChunkReader::Result::kCorrupt);
+  EXPECT_NE(error.find("checksum"), std::string::npos);
+  // A corrupt length field is caught by the checksum too.
+  std::string bad_length = good;
+  bad_length[kFileHeaderSize + 8] ^= 0x01;
+  EXPECT_NE(ReadOne(bad_length, &out, &error, &header_ok), ChunkReader::Result::kChunk);
+}
+
+TEST(Chunks, FileHeaderChecks) {
+  std::string out, error;
+  bool header_ok;
+  ReadOne("", &out, &error, &header_ok);
+  EXPECT_FALSE(header_ok);
+  EXPECT_NE(error.find("empty"), std::string::npos);
+  ReadOne("random bytes that are not a capture", &out, &error, &header_ok);
+  EXPECT_FALSE(header_ok);
+  EXPECT_NE(error.find("not a memlens capture"), std::string::npos);
+  std::string newer = EncodeFileHeader();
+  newer[8] = static_cast<char>(kFormatMajor + 1);
+  ReadOne(newer, &out, &error, &header_ok);
+  EXPECT_FALSE(header_ok);
+  EXPECT_NE(error.find("newer than this memlens reads"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace memlens::format

@@ -1,0 +1,213 @@
+// src/format/record_decoder.cc: see record_decoder.h; layout in docs/capture-format.md.
+#include "format/record_decoder.h"
+
+#include "base/varint.h"
+
+namespace memlens::format {
+namespace {
+
+// Cursor over a payload; every getter fails (sticky) rather than read past the end.
+class Cursor {
+ public:
+  explicit Cursor(std::string_view data)
+      : begin_(reinterpret_cast<const uint8_t*>(data.data())), p_(begin_), end_(p_ + data.size()) {}
+
+  bool AtEnd() const { return p_ >= end_; }
+  bool ok() const { return ok_; }
+  size_t offset() const { return p_ - begin_; }
+
+  uint64_t Varint() {
+    uint64_t v = 0;
+    if (ok_ && !GetVarint(&p_, end_, &v)) ok_ = false;
+    return ok_ ? v : 0;
+  }
+  int64_t SignedVarint() { return UnZigZag(Varint()); }
+  uint8_t Byte() {
+    if (!ok_ || p_ >= end_) {
+      ok_ = false;
+      return 0;
+    }
+    return *p_++;
+  }
+  std::string String() {
+    uint64_t n = Varint();
+    if (!ok_ || n > static_cast<uint64_t>(end_ - p_)) {
+      ok_ = false;
+      return {};
+    }
+    std::string s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return s;
+  }
+  // Guards counts read from the input before they size a loop or a vector.
+  uint64_t Count(uint64_t min_bytes_each) {
+    uint64_t n = Varint();
+    if (ok_ && n * min_bytes_each > static_cast<uint64_t>(end_ - p_)) ok_ = false;
+    return ok_ ? n : 0;
+  }
+
+ private:
+  const uint8_t* begin_;
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool ok_ = true;
+};
+
+bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error) {
+  Event e;
+  e.thread = static_cast<uint32_t>(c->Varint());
+  uint64_t seq = 0, address = 0, stack = 0;
+  bool first = true;
+  while (c->ok()) {
+    uint8_t kind = c->Byte();
+    if (!c->ok() || kind == 0) break;
+    if (!IsKnownEventKind(kind)) {
+      *error = "unknown event kind " + std::to_string(kind);
+      return false;
+    }
+    e.kind = static_cast<EventKind>(kind);
+    uint64_t gap = c->Varint();
+    seq = first ? gap : seq + gap + 1;
+    address += static_cast<uint64_t>(c->SignedVarint());
+    e.seq = seq;
+    e.address = address;
+    e.size = HasSize(e.kind) ? c->Varint() : 0;
+    if (HasStack(e.kind)) {
+      stack += static_cast<uint64_t>(c->SignedVarint());
+      e.stack = stack;
+    } else {
+      e.stack = 0;
+    }
+    first = false;
+    if (c->ok()) v->OnEvent(e);
+  }
+  return c->ok();
+}
+
+}  // namespace
+
+bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* error) {
+  Cursor c(payload);
+  while (!c.AtEnd()) {
+    size_t record_offset = c.offset();
+    auto type = static_cast<RecordType>(c.Byte());
+    std::string detail;
+    switch (type) {
+      case RecordType::kProcess: {
+        ProcessRecord r;
+        r.pid = c.Varint();
+        r.ppid = c.Varint();
+        r.start_realtime_ns = c.Varint();
+        r.start_monotonic_ns = c.Varint();
+        r.executable = c.String();
+        uint64_t argc = c.Count(1);
+        for (uint64_t i = 0; i < argc && c.ok(); ++i) r.argv.push_back(c.String());
+        r.agent_version = c.String();
+        if (c.ok()) v->OnProcess(r);
+        break;
+      }
+      case RecordType::kModule: {
+        ModuleRecord r;
+        r.id = c.Varint();
+        r.load_bias = c.Varint();
+        r.path = c.String();
+        r.build_id = c.String();
+        uint64_t n = c.Count(2);
+        for (uint64_t i = 0; i < n && c.ok(); ++i) {
+          Segment s;
+          s.start = c.Varint();
+          s.size = c.Varint();
+          r.segments.push_back(s);
+        }
+        if (c.ok()) v->OnModule(r);
+        break;
+      }
+      case RecordType::kModuleUnload: {
+        ModuleUnloadRecord r{c.Varint()};
+        if (c.ok()) v->OnModuleUnload(r);
+        break;
+      }
+      case RecordType::kThread: {
+        ThreadRecord r;
+        r.index = c.Varint();
+        r.tid = c.Varint();
+        if (c.ok()) v->OnThread(r);
+        break;
+      }
+      case RecordType::kStackNode: {
+        StackNodeRecord r;
+        r.parent = c.Varint();
+        r.ip = c.Varint();
+        if (c.ok()) v->OnStackNode(r);
+        break;
+      }
+      case RecordType::kEvents:
+        if (!DecodeEvents(&c, v, &detail)) {
+          *error = "corrupt event batch at payload offset " + std::to_string(record_offset) +
+                   (detail.empty() ? "" : ": " + detail);
+          return false;
+        }
+        break;
+      case RecordType::kTime: {
+        TimeRecord r;
+        r.monotonic_ns = c.Varint();
+        r.seq = c.Varint();
+        if (c.ok()) v->OnTime(r);
+        break;
+      }
+      case RecordType::kEnd: {
+        EndRecord r;
+        r.reason = static_cast<EndReason>(c.Byte());
+        r.monotonic_ns = c.Varint();
+        r.events = c.Varint();
+        r.dropped = c.Varint();
+        r.detail = c.SignedVarint();
+        if (c.ok()) v->OnEnd(r);
+        break;
+      }
+      case RecordType::kDrops: {
+        DropsRecord r{c.Varint()};
+        if (c.ok()) v->OnDrops(r);
+        break;
+      }
+      default:
+        *error = "unknown record type " + std::to_string(static_cast<int>(type)) +
+                 " at payload offset " + std::to_string(record_offset);
+        return false;
+    }
+    if (!c.ok()) {
+      *error = "record cut short at payload offset " + std::to_string(record_offset);
+      return false;
+    }
+  }
+  return true;
+}
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kMalloc: return "malloc";
+    case EventKind::kCalloc: return "calloc";
+    case EventKind::kRealloc: return "realloc";
+    case EventKind::kPosixMemalign: return "posix_memalign";
+    case EventKind::kAlignedAlloc: return "aligned_alloc";
+    case EventKind::kMemalign: return "memalign";
+    case EventKind::kValloc: return "valloc";
+    case EventKind::kPvalloc: return "pvalloc";
+    case EventKind::kReallocArray: return "reallocarray";
+    case EventKind::kFree: return "free";
+    case EventKind::kReallocOld: return "realloc(old)";
+    case EventKind::kReallocFailed: return "realloc(failed)";
+    case EventKind::kMmap: return "mmap";
+    case EventKind::kMunmap: return "munmap";
+    case EventKind::kMremapOld: return "mremap(old)";
+    case EventKind::kMremapNew: return "mremap";
+    case EventKind::kMremapFailed: return "mremap(failed)";
+  }
+  return "?";
+}
+
+bool IsKnownEventKind(uint8_t k) {
+  return (k >= 1 && k <= 9) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36);
+}
+
+}  // namespace memlens::format

@@ -1,0 +1,33 @@
+// src/format/record_decoder.h
+//
+// DecodeRecords walks one chunk payload and hands each record to a RecordVisitor. It validates
+// every length and kind: a corrupt payload is reported, never read out of bounds. Used by the
+// analyzer's reader and by tests.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "format/records.h"
+
+namespace memlens::format {
+
+class RecordVisitor {
+ public:
+  virtual ~RecordVisitor() = default;
+  virtual void OnProcess(const ProcessRecord&) {}
+  virtual void OnModule(const ModuleRecord&) {}
+  virtual void OnModuleUnload(const ModuleUnloadRecord&) {}
+  virtual void OnThread(const ThreadRecord&) {}
+  virtual void OnStackNode(const StackNodeRecord&) {}
+  virtual void OnEvent(const Event&) {}
+  virtual void OnTime(const TimeRecord&) {}
+  virtual void OnEnd(const EndRecord&) {}
+  virtual void OnDrops(const DropsRecord&) {}
+};
+
+// Returns false and sets *error (naming the payload offset) on malformed input. Records before
+// the bad one have already been delivered.
+bool DecodeRecords(std::string_view payload, RecordVisitor* visitor, std::string* error);
+
+}  // namespace memlens::format
