@@ -179,6 +179,9 @@ void InitializeOnce() {
 }
 
 void NoteModulesChanged() { NoteModulesChangedForWriter(); }
+void BeforeDlclose() {
+  if (g_state.load() == kRecording && !t_in_hook) DrainNow(1000);
+}
 void StopBeforeExec() { StopRecording(format::EndReason::kExec, 0); }
 void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
 

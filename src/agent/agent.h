@@ -11,6 +11,7 @@
 namespace memlens::agent {
 
 void NoteModulesChanged();
+void BeforeDlclose();  // lets the writer intern the closing library's frames first
 void StopBeforeExec();
 void StopBeforeExit(int status);
 

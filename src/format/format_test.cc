@@ -82,6 +82,7 @@ TEST(Records, EveryTypeRoundTrips) {
   enc.BeginEvents(3);
   for (const auto& e : SampleEvents()) enc.AddEvent(e);
   enc.EndEvents();
+  enc.FinishEvents();
   enc.Time({5000000, 117});
   enc.Drops({9});
   enc.End({EndReason::kSignal, 6000000, 117, 9, 11});
@@ -127,6 +128,7 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
   enc.BeginEvents(1);
   enc.AddEvent({1, EventKind::kMalloc, 0x1000, 8, 1, 1});
   enc.EndEvents();
+  enc.FinishEvents();
   // Every strict prefix is either decodable up to a record or reported; never a crash.
   for (size_t n = 0; n < payload.size(); ++n) {
     Collector c;
@@ -137,7 +139,10 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
   std::string error;
   EXPECT_FALSE(DecodeRecords(std::string("\x63", 1), &c, &error));
   EXPECT_NE(error.find("unknown record type 99"), std::string::npos) << error;
-  std::string bad_kind = std::string(1, static_cast<char>(RecordType::kEvents)) + "\x01\x7f";
+  // One batch (thread 1, one event); columns: kinds {0x7f}, seqs {0}, addresses {width 0},
+  // sizes {}, stacks {}.
+  std::string bad_kind = std::string(1, static_cast<char>(RecordType::kEvents)) +
+                         std::string("\x01\x01\x01\x01\x7f\x01\x00\x01\x00\x00\x00", 11);
   EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
 }

@@ -1,6 +1,8 @@
 // src/format/record_decoder.cc: see record_decoder.h; layout in docs/capture-format.md.
 #include "format/record_decoder.h"
 
+#include <vector>
+
 #include "base/varint.h"
 
 namespace memlens::format {
@@ -39,6 +41,15 @@ class Cursor {
     p_ += n;
     return s;
   }
+  std::string_view Bytes(uint64_t n) {
+    if (!ok_ || n > static_cast<uint64_t>(end_ - p_)) {
+      ok_ = false;
+      return {};
+    }
+    std::string_view out(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return out;
+  }
   // Guards counts read from the input before they size a loop or a vector.
   uint64_t Count(uint64_t min_bytes_each) {
     uint64_t n = Varint();
@@ -53,35 +64,75 @@ class Cursor {
   bool ok_ = true;
 };
 
+// A column of an event batch: its own cursor over its own bytes.
+Cursor TakeColumn(Cursor* c) {
+  uint64_t size = c->Count(1);
+  std::string_view bytes = c->Bytes(size);
+  return Cursor(bytes);
+}
+
 bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error) {
-  Event e;
-  e.thread = static_cast<uint32_t>(c->Varint());
-  uint64_t seq = 0, address = 0, stack = 0;
-  bool first = true;
-  while (c->ok()) {
-    uint8_t kind = c->Byte();
-    if (!c->ok() || kind == 0) break;
-    if (!IsKnownEventKind(kind)) {
-      *error = "unknown event kind " + std::to_string(kind);
-      return false;
-    }
-    e.kind = static_cast<EventKind>(kind);
-    uint64_t gap = c->Varint();
-    seq = first ? gap : seq + gap + 1;
-    address += static_cast<uint64_t>(c->SignedVarint());
-    e.seq = seq;
-    e.address = address;
-    e.size = HasSize(e.kind) ? c->Varint() : 0;
-    if (HasStack(e.kind)) {
-      stack += static_cast<uint64_t>(c->SignedVarint());
-      e.stack = stack;
-    } else {
-      e.stack = 0;
-    }
-    first = false;
-    if (c->ok()) v->OnEvent(e);
+  uint64_t batch_count = c->Count(2);
+  std::vector<std::pair<uint32_t, uint64_t>> batches;
+  uint64_t total = 0;
+  for (uint64_t b = 0; b < batch_count && c->ok(); ++b) {
+    uint32_t thread = static_cast<uint32_t>(c->Varint());
+    uint64_t count = c->Varint();
+    total += count;
+    batches.push_back({thread, count});
   }
-  return c->ok();
+  Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), addresses = TakeColumn(c),
+         sizes = TakeColumn(c), stacks = TakeColumn(c);
+  if (!c->ok()) return false;
+  // Address deltas: a width byte, then `width` planes of `total` bytes (see the encoder).
+  uint8_t width = addresses.Byte();
+  if (!addresses.ok() || width > 8 || total > (uint64_t{1} << 40)) {
+    *error = "bad address column";
+    return false;
+  }
+  std::string_view planes = addresses.Bytes(static_cast<uint64_t>(width) * total);
+  if (!addresses.ok() || !addresses.AtEnd()) {
+    *error = "bad address column";
+    return false;
+  }
+  const auto* plane_bytes = reinterpret_cast<const uint8_t*>(planes.data());
+  uint64_t i = 0;
+  for (const auto& [thread, count] : batches) {
+    Event e;
+    e.thread = thread;
+    uint64_t seq = 0, stack = 0, last_address[2] = {0, 0};
+    for (uint64_t k = 0; k < count; ++k, ++i) {
+      uint8_t kind = kinds.Byte();
+      if (!kinds.ok()) break;
+      if (!IsKnownEventKind(kind)) {
+        *error = "unknown event kind " + std::to_string(kind);
+        return false;
+      }
+      e.kind = static_cast<EventKind>(kind);
+      uint64_t gap = seqs.Varint();
+      seq = k == 0 ? gap : seq + gap + 1;
+      uint64_t zigzag = 0;
+      for (int plane = 0; plane < width; ++plane) {
+        zigzag |= static_cast<uint64_t>(plane_bytes[plane * total + i]) << (8 * plane);
+      }
+      uint64_t& last = last_address[AddressChain(e.kind)];
+      last += static_cast<uint64_t>(UnZigZag(zigzag));
+      e.seq = seq;
+      e.address = UnrotateAddress(last);
+      e.size = HasSize(e.kind) ? sizes.Varint() : 0;
+      if (HasStack(e.kind)) {
+        stack += static_cast<uint64_t>(stacks.SignedVarint());
+        e.stack = stack;
+      } else {
+        e.stack = 0;
+      }
+      if (!seqs.ok() || !sizes.ok() || !stacks.ok()) break;
+      v->OnEvent(e);
+    }
+  }
+  bool complete = kinds.ok() && seqs.ok() && sizes.ok() && stacks.ok();
+  if (!complete) *error = "an event column ends early";
+  return complete;
 }
 
 }  // namespace

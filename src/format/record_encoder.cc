@@ -77,29 +77,61 @@ void RecordEncoder::Drops(const DropsRecord& r) {
 }
 
 void RecordEncoder::BeginEvents(uint32_t thread) {
-  PutType(out_, RecordType::kEvents);
-  PutVarint(out_, thread);
+  batches_.push_back({thread, 0});
   last_seq_ = 0;
-  last_address_ = 0;
+  last_address_[0] = last_address_[1] = 0;
   last_stack_ = 0;
   first_in_batch_ = true;
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
-  out_->push_back(static_cast<char>(e.kind));
+  kinds_.push_back(static_cast<char>(e.kind));
   // Seqs rise within a batch: store the gap minus one (0 for a single-threaded program).
-  PutVarint(out_, first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
-  PutSignedVarint(out_, static_cast<int64_t>(e.address - last_address_));
-  if (HasSize(e.kind)) PutVarint(out_, e.size);
+  PutVarint(&seqs_, first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
+  uint64_t rotated = RotateAddress(e.address);
+  uint64_t& last = last_address_[AddressChain(e.kind)];
+  address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last)));
+  last = rotated;
+  if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
   if (HasStack(e.kind)) {
-    PutSignedVarint(out_, static_cast<int64_t>(e.stack - last_stack_));
+    PutSignedVarint(&stacks_, static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
   }
   last_seq_ = e.seq;
-  last_address_ = e.address;
   first_in_batch_ = false;
+  ++batches_.back().second;
 }
 
-void RecordEncoder::EndEvents() { out_->push_back(0); }
+void RecordEncoder::EndEvents() {
+  if (!batches_.empty() && batches_.back().second == 0) batches_.pop_back();
+}
+
+void RecordEncoder::FinishEvents() {
+  EndEvents();
+  if (batches_.empty()) return;
+  PutType(out_, RecordType::kEvents);
+  PutVarint(out_, batches_.size());
+  for (const auto& [thread, count] : batches_) {
+    PutVarint(out_, thread);
+    PutVarint(out_, count);
+  }
+  // Addresses: the deltas as fixed-width little-endian numbers, stored byte plane by byte
+  // plane (all low bytes, then all second bytes...): the high planes are nearly all zero.
+  uint64_t widest = 0;
+  for (uint64_t d : address_deltas_) widest |= d;
+  int width = 0;
+  while (width < 8 && (widest >> (8 * width)) != 0) ++width;
+  addresses_.assign(1, static_cast<char>(width));
+  for (int plane = 0; plane < width; ++plane) {
+    for (uint64_t d : address_deltas_) addresses_.push_back(static_cast<char>(d >> (8 * plane)));
+  }
+  for (const std::string* column : {&kinds_, &seqs_, &addresses_, &sizes_, &stacks_}) {
+    PutVarint(out_, column->size());
+    out_->append(*column);
+  }
+  batches_.clear();
+  for (std::string* column : {&kinds_, &seqs_, &sizes_, &stacks_}) column->clear();
+  address_deltas_.clear();
+}
 
 }  // namespace memlens::format

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "format/records.h"
 
@@ -24,17 +25,25 @@ class RecordEncoder {
   void End(const EndRecord& r);
   void Drops(const DropsRecord& r);
 
-  // A batch of events of one thread, in increasing seq order:
-  //   BeginEvents(thread); Event(e)...; EndEvents();
-  // The batch deltas (seq, address, stack) restart with each batch.
+  // Batches of events, each of one thread in increasing seq order:
+  //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();
+  // FinishEvents writes every batch since the last call as one kEvents record, stored column by
+  // column across all batches (kinds, seq gaps, addresses, sizes, stacks): like fields side by
+  // side compress far better than event by event. Deltas restart with each batch.
   void BeginEvents(uint32_t thread);
   void AddEvent(const Event& e);
   void EndEvents();
+  void FinishEvents();
+  size_t pending_events() const { return kinds_.size(); }
 
  private:
   std::string* out_;
+  std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
+  std::string kinds_, seqs_, sizes_, stacks_;
+  std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at EndEvents
+  std::string addresses_;
   uint64_t last_seq_ = 0;
-  uint64_t last_address_ = 0;
+  uint64_t last_address_[2] = {0, 0};  // deltas chain separately for allocations and releases
   uint64_t last_stack_ = 0;
   bool first_in_batch_ = true;
 };

@@ -62,6 +62,12 @@ inline bool HasStack(EventKind k) {
 inline bool HasSize(EventKind k) {
   return HasStack(k) || k == EventKind::kMunmap || k == EventKind::kMremapOld;
 }
+// Address coding in event batches (docs/capture-format.md): a delta from the previous event of
+// the same chain (allocations; releases), taken on the address rotated right by 4 bits, since
+// nearly every block is 16-byte aligned and its low nibble carries nothing.
+inline int AddressChain(EventKind k) { return HasStack(k) ? 0 : 1; }
+inline uint64_t RotateAddress(uint64_t a) { return (a >> 4) | (a << 60); }
+inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }
 const char* EventKindName(EventKind kind);
 bool IsKnownEventKind(uint8_t kind);
 

@@ -213,6 +213,7 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
 
 __attribute__((visibility("default"))) int dlclose(void* handle) {
   Enter();
+  memlens::agent::BeforeDlclose();
   int rc = real::dlclose(handle);
   memlens::agent::NoteModulesChanged();
   return rc;

@@ -26,11 +26,13 @@ namespace memlens::agent {
 namespace {
 
 constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
-constexpr size_t kChunkTarget = 1 << 20;                 // uncompressed payload per chunk
+constexpr size_t kChunkEvents = 1 << 17;  // events per chunk (a few MiB uncompressed at most)
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
 
 std::atomic<bool> g_stop_requested{false};
 std::atomic<bool> g_modules_changed{false};
+std::atomic<uint64_t> g_drain_requested{0};  // DrainNow tickets...
+std::atomic<uint64_t> g_drain_done{0};       // ...and the last one a finished round covered
 format::EndReason g_stop_reason = format::EndReason::kExit;
 int64_t g_stop_detail = 0;
 pthread_t g_writer_thread;
@@ -61,7 +63,7 @@ class Writer {
   int fd_;
   format::ProcessRecord process_;
   std::string meta_;    // threads, modules, stack nodes: placed first in each chunk
-  std::string events_;  // event batches, which refer to the meta records
+  std::string events_;  // the chunk's events record, which refers to the meta records
   std::string chunk_;
   format::RecordEncoder meta_encoder_;
   format::RecordEncoder event_encoder_;
@@ -94,13 +96,15 @@ void Writer::Run() {
   for (;;) {
     const uint32_t wake_seen = g_writer_wake.load(std::memory_order_acquire);
     const bool stopping = g_stop_requested.load(std::memory_order_acquire);
+    const uint64_t drain_ticket = g_drain_requested.load(std::memory_order_acquire);
     if (g_modules_changed.exchange(false, std::memory_order_acq_rel)) RescanModules();
     size_t drained = DrainAll();
+    g_drain_done.store(drain_ticket, std::memory_order_release);
     g_writer_rounds.fetch_add(1, std::memory_order_release);
     MaybeRecordTime(stopping);
     if (stopping) break;
     uint64_t now = MonotonicNs();
-    if (events_.size() + meta_.size() >= kChunkTarget || now - last_flush_ns_ >= kFlushIntervalNs) {
+    if (event_encoder_.pending_events() >= kChunkEvents || now - last_flush_ns_ >= kFlushIntervalNs) {
       Flush();
     }
     // Sleep until a producer nudges us or the next round is due: short while events flow.
@@ -124,7 +128,7 @@ void Writer::Run() {
 }
 
 size_t Writer::DrainAll() {
-  size_t before = events_.size();
+  size_t before = event_encoder_.pending_events();
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
     int state = b->state.load(std::memory_order_acquire);
     if (state == ThreadBuffer::kFree) continue;
@@ -137,7 +141,7 @@ size_t Writer::DrainAll() {
   }
   uint64_t dropped = TakeDroppedEvents();
   if (dropped) meta_encoder_.Drops({dropped});
-  return events_.size() - before;
+  return event_encoder_.pending_events() - before;
 }
 
 void Writer::DrainBuffer(ThreadBuffer* buffer) {
@@ -166,7 +170,7 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   event.size = raw.size;
   event.stack = format::HasStack(event.kind) ? InternStack(raw) : 0;
   event_encoder_.AddEvent(event);
-  if (events_.size() >= kChunkTarget) {  // keep chunks bounded even mid-batch
+  if (event_encoder_.pending_events() >= kChunkEvents) {  // keep chunks bounded mid-batch
     event_encoder_.EndEvents();
     in_batch_ = false;
     Flush();
@@ -213,6 +217,7 @@ void Writer::Flush() {
     in_batch_ = false;
   }
   last_flush_ns_ = MonotonicNs();
+  event_encoder_.FinishEvents();
   if (meta_.empty() && events_.empty()) return;
   meta_.append(events_);
   chunk_.clear();
@@ -290,5 +295,19 @@ bool IsWriterThread() {
 }
 
 void NoteModulesChangedForWriter() { g_modules_changed.store(true, std::memory_order_release); }
+
+void DrainNow(int timeout_ms) {
+  if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
+  uint64_t ticket = g_drain_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+  WakeWriter();
+  for (int waited_us = 0; g_drain_done.load(std::memory_order_acquire) < ticket &&
+                          g_writer_running.load(std::memory_order_acquire) &&
+                          waited_us < timeout_ms * 1000;
+       waited_us += 100) {
+    WakeWriter();
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+  }
+}
 
 }  // namespace memlens::agent

@@ -23,5 +23,8 @@ void WaitForWriter(int timeout_ms);
 bool IsWriterThread();
 // dlopen/dlclose happened: rescan modules on the next round.
 void NoteModulesChangedForWriter();
+// Waits (at most timeout_ms) until the writer has drained everything committed so far. Used
+// before dlclose, so frames of the closing library are interned while it is still mapped.
+void DrainNow(int timeout_ms);
 
 }  // namespace memlens::agent

@@ -30,6 +30,7 @@ class CaptureBuilder {
   }
   format::RecordEncoder& encoder() { return enc_; }
   std::string File(bool with_end) {
+    enc_.FinishEvents();
     if (with_end) enc_.End({format::EndReason::kExit, 1000, seq_, 0, 0});
     std::string file = format::EncodeFileHeader();
     format::ChunkCompressor().AppendChunk(payload_, &file);

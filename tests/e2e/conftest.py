@@ -1,0 +1,66 @@
+"""Shared helpers for the end-to-end tests: run a test program under `memlens run`, analyze the
+capture with `--json`, and find the lines the programs mark with `// @name` comments, so tests
+assert exact bytes at exact source lines without hard-coding line numbers."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("MEMLENS_BUILD_DIR", REPO / "build"))
+MEMLENS = BUILD / "bin" / "memlens"
+PROGRAMS = BUILD / "tests" / "programs"
+SOURCES = REPO / "tests" / "programs"
+
+
+def line_of(source, marker):
+    """The line number of `// @marker` in tests/programs/<source>."""
+    for number, text in enumerate((SOURCES / source).read_text().splitlines(), start=1):
+        if re.search(r"// @" + re.escape(marker) + r"\b", text):
+            return number
+    raise AssertionError(f"no @{marker} in {source}")
+
+
+class Recorded:
+    def __init__(self, proc, capture):
+        self.proc = proc
+        self.capture = capture
+
+    def analyze(self, command, *args):
+        out = subprocess.run([str(MEMLENS), command, str(self.capture), "--json", *args],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def rows_at(self, source, marker, *args):
+        """`top --by line` rows whose site is the marked line of the source."""
+        line = line_of(source, marker)
+        rows = self.analyze("top", "--by", "line", "--limit", "100000", *args)["rows"]
+        return [r for r in rows
+                if r["site"]["file"].endswith("/" + source) and r["site"]["line"] == line]
+
+    def row_at(self, source, marker, *args):
+        rows = self.rows_at(source, marker, *args)
+        assert len(rows) == 1, f"expected one row at {source}:@{marker}, got {rows}"
+        return rows[0]
+
+
+@pytest.fixture
+def record(tmp_path):
+    """record(program, *args, stdin=None, timeout=60) -> Recorded; runs it under memlens."""
+    def run(program, *args, stdin=None, timeout=60, cwd=None):
+        capture = tmp_path / f"{program}.mlens"
+        proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--",
+                               str(PROGRAMS / program), *args],
+                              input=stdin, capture_output=True, text=True, timeout=timeout,
+                              cwd=cwd or tmp_path)
+        return Recorded(proc, capture)
+    return run
+
+
+def memlens(*args, **kwargs):
+    return subprocess.run([str(MEMLENS), *map(str, args)], capture_output=True, text=True,
+                          timeout=kwargs.pop("timeout", 120), **kwargs)

@@ -1,0 +1,118 @@
+"""Exact bytes and counts at exact lines for every allocation function the agent records."""
+from conftest import line_of
+
+MiB = 1 << 20
+
+
+def test_leak_through_helper_tells_both_call_paths_apart(record):
+    r = record("leak_two_paths")
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout == "leaked 8 blocks\n"
+    site = r.row_at("leak_two_paths.c", "make_block")
+    assert site["site"]["function"] == "make_block"
+    assert site["allocations"] == 9 and site["allocated_bytes"] == 900
+    assert site["leaked_blocks"] == 8 and site["leaked_bytes"] == 800
+
+    leaks = r.analyze("leaks")
+    ours = [l for l in leaks["leaks"] if l["site"]["function"] == "make_block"]
+    by_caller = {}
+    for leak in ours:
+        caller = leak["stack"][1]
+        by_caller[(caller["function"], caller["line"])] = (leak["blocks"], leak["bytes"])
+    assert by_caller == {
+        ("path_a", line_of("leak_two_paths.c", "path_a")): (3, 300),
+        ("path_b", line_of("leak_two_paths.c", "path_b")): (5, 500),
+    }
+    # The full stack reaches main.
+    assert all(any(f["function"] == "main" for f in l["stack"]) for l in ours)
+
+
+def test_known_peak_is_attributed_to_its_phase(record):
+    r = record("known_peak")
+    assert r.proc.returncode == 0
+    one = r.row_at("known_peak.c", "phase_one")
+    two = r.row_at("known_peak.c", "phase_two")
+    assert one["peak_bytes"] == 10 * MiB and one["peak_blocks"] == 10
+    assert two["peak_bytes"] == 0 and two["allocated_bytes"] == 6 * MiB
+    assert one["leaked_bytes"] == 0 and two["leaked_bytes"] == 0
+    totals = r.analyze("summary")["totals"]
+    # The peak is phase one plus whatever little the C runtime holds at that moment.
+    assert 10 * MiB <= totals["peak_bytes"] < 10 * MiB + 64 * 1024
+    assert totals["peak_time_s"] <= r.analyze("summary")["capture"]["duration_s"]
+
+
+def test_realloc_chain_calloc_and_failed_realloc(record):
+    r = record("realloc_chain")
+    assert r.proc.returncode == 0
+    first = r.row_at("realloc_chain.c", "first")
+    assert (first["allocations"], first["allocated_bytes"], first["leaked_bytes"]) == (1, 16, 0)
+    grow = r.row_at("realloc_chain.c", "grow")
+    assert grow["allocations"] == 8
+    assert grow["allocated_bytes"] == sum(16 << k for k in range(1, 9))  # 32 .. 4096
+    assert (grow["leaked_blocks"], grow["leaked_bytes"]) == (1, 4096)
+    null = r.row_at("realloc_chain.c", "realloc_null")
+    assert (null["allocated_bytes"], null["leaked_bytes"]) == (100, 0)  # realloc(q, 0) freed it
+    survivor = r.row_at("realloc_chain.c", "survivor")
+    assert (survivor["leaked_blocks"], survivor["leaked_bytes"]) == (1, 50)
+
+
+def test_calloc_and_aligned_allocations(record):
+    r = record("aligned_and_calloc")
+    assert r.proc.returncode == 0
+    assert r.proc.stdout.count(":ok") == 7
+    expected = {"calloc": 1000, "posix_memalign": 1000, "aligned_alloc": 8192, "memalign": 300,
+                "valloc": 5000, "pvalloc": 8192, "reallocarray": 70}
+    for marker, size in expected.items():
+        row = r.row_at("aligned_and_calloc.c", marker)
+        assert (row["allocations"], row["leaked_blocks"], row["leaked_bytes"]) == (1, 1, size), marker
+
+
+def test_operator_new_sites_are_the_callers(record):
+    r = record("new_array")
+    assert r.proc.returncode == 0
+    ints = r.row_at("new_array.cc", "new_ints")
+    assert ints["site"]["function"] == "make_ints()"
+    assert (ints["allocated_bytes"], ints["leaked_bytes"]) == (4000, 4000)
+    widgets = r.row_at("new_array.cc", "new_widgets")
+    assert widgets["site"]["function"] == "make_widgets()"
+    assert (widgets["allocated_bytes"], widgets["leaked_bytes"]) == (248, 248)
+    widget = r.row_at("new_array.cc", "new_widget")
+    assert (widget["allocated_bytes"], widget["leaked_bytes"]) == (24, 0)
+    # The stack still shows libstdc++'s operator new under the caller (new[] tail-calls new).
+    leak = [l for l in r.analyze("leaks")["leaks"] if l["site"]["function"] == "make_ints()"][0]
+    assert leak["stack"][0]["function"].startswith("operator new")
+    assert leak["stack"][1]["function"] == "make_ints()"
+
+
+def test_anonymous_mmap_and_partial_munmap(record):
+    r = record("mmap_anon")
+    assert r.proc.returncode == 0 and r.proc.stdout == "1 1 1\n"
+    page = 4096
+    kept = r.row_at("mmap_anon.c", "kept")
+    assert (kept["allocated_bytes"], kept["leaked_bytes"]) == (5 * page, 5 * page)
+    gone = r.row_at("mmap_anon.c", "gone")
+    assert (gone["allocated_bytes"], gone["leaked_bytes"]) == (3 * page, 0)
+    part = r.row_at("mmap_anon.c", "part")
+    assert (part["allocations"], part["allocated_bytes"], part["leaked_bytes"]) == (1, 4 * page, 3 * page)
+    totals = r.analyze("summary")["totals"]
+    assert totals["in_use_at_exit_mmap_bytes"] == 8 * page  # the file mapping is not counted
+
+
+def test_eight_threads_allocate_known_amounts(record):
+    r = record("threads8")
+    assert r.proc.returncode == 0 and r.proc.stdout == "joined\n"
+    kept = r.row_at("threads8.c", "per_thread")
+    assert kept["leaked_blocks"] == 36 and kept["leaked_bytes"] == sum(i * i * 1000 for i in range(1, 9))
+    churn = r.row_at("threads8.c", "churn")
+    assert churn["allocations"] == 8 * 20000 and churn["leaked_bytes"] == 0
+    assert churn["allocated_bytes"] == 8 * sum(16 + k % 512 for k in range(20000))
+    summary = r.analyze("summary")
+    assert summary["process"]["threads"] >= 9
+    assert summary["totals"]["dropped_events"] == 0 and summary["capture"]["complete"]
+
+
+def test_static_constructor_and_atexit_allocations(record):
+    r = record("static_ctor")
+    assert r.proc.returncode == 0 and r.proc.stdout == "main\n"
+    assert r.row_at("static_ctor.cc", "ctor")["leaked_bytes"] == 1111
+    assert r.row_at("static_ctor.cc", "atexit")["leaked_bytes"] == 2222

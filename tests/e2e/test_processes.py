@@ -1,0 +1,75 @@
+"""Processes: output and exit status pass through; fork, exec, dlopen, abort and SIGKILL."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import MEMLENS, PROGRAMS, Recorded
+
+
+def test_stdio_arguments_and_exit_status_pass_through(record):
+    r = record("passthrough", "a b", "--flag", stdin="hello\nworld\n")
+    assert r.proc.returncode == 7
+    assert r.proc.stdout == "HELLO\nWORLD\n"
+    assert r.proc.stderr.startswith("argc=3 last=--flag\n")
+    assert r.row_at("passthrough.c", "block")["leaked_bytes"] == 64
+
+
+def test_fork_child_is_not_recorded(record, tmp_path):
+    r = record("forks")
+    assert r.proc.returncode == 0
+    assert "child ok" in r.proc.stdout and "parent: child exited 0" in r.proc.stdout
+    assert r.row_at("forks.c", "before")["leaked_bytes"] == 1000
+    assert r.row_at("forks.c", "after")["leaked_bytes"] == 3000
+    assert r.rows_at("forks.c", "in_child") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forks.mlens"]  # no child capture
+
+
+def test_exec_ends_the_capture_and_the_new_image_is_not_recorded(record, tmp_path):
+    r = record("exec_other")
+    assert r.proc.returncode == 4 and r.proc.stdout == "exec-ed\n"
+    summary = r.analyze("summary")
+    assert summary["capture"]["end_reason"] == "exec" and summary["capture"]["complete"]
+    assert r.row_at("exec_other.c", "before_exec")["leaked_bytes"] == 500
+    assert summary["process"]["argv"][0].endswith("exec_other")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exec_other.mlens"]
+
+
+def test_dlopened_library_is_symbolized_after_dlclose(record):
+    r = record("dlopen_plugin")
+    assert r.proc.returncode == 0, r.proc.stderr
+    row = r.row_at("libplugin_alloc.c", "plugin_allocate")
+    assert row["site"]["function"] == "plugin_allocate"
+    assert row["site"]["module"].endswith("/plugin_alloc.so")
+    assert (row["allocated_bytes"], row["leaked_bytes"]) == (4321, 4321)
+
+
+def test_abort_keeps_the_capture_and_reports_the_signal(record):
+    r = record("aborts")
+    assert r.proc.returncode == 128 + signal.SIGABRT
+    assert r.proc.stdout == "about to abort\n"
+    assert "was killed by signal 6" in r.proc.stderr
+    summary = r.analyze("summary")
+    assert summary["capture"]["end_reason"] == "signal"
+    assert r.row_at("aborts.c", "before_abort")["leaked_bytes"] == 777
+
+
+def test_sigkill_mid_run_leaves_a_readable_capture(tmp_path):
+    capture = tmp_path / "killed.mlens"
+    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
+                             str(PROGRAMS / "wait_for_kill")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.5)  # the writer flushes at least every 100 ms
+    program = [int(p) for p in os.listdir("/proc") if p.isdigit()
+               and open(f"/proc/{p}/cmdline", "rb").read().startswith(str(PROGRAMS / "wait_for_kill").encode())]
+    assert len(program) == 1
+    os.kill(program[0], signal.SIGKILL)
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    assert "was killed by signal 9" in proc.stderr.read()
+    r = Recorded(proc, capture)
+    summary = r.analyze("summary")
+    assert summary["capture"]["complete"] is False
+    assert summary["capture"]["end_reason"] is None
+    assert any("did not finish" in w for w in summary["capture"]["warnings"])
+    assert r.row_at("wait_for_kill.c", "before_kill")["leaked_bytes"] == 888

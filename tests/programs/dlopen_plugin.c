@@ -1,0 +1,22 @@
+// Loads plugin_alloc.so (next to this program), keeps 4321 bytes it allocates, closes it.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s", argv[0]);
+  char* slash = strrchr(path, '/');
+  strcpy(slash ? slash + 1 : path, "plugin_alloc.so");
+  void* handle = dlopen(path, RTLD_NOW);
+  if (!handle) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 1;
+  }
+  void* (*allocate)(void) = (void* (*)(void))dlsym(handle, "plugin_allocate");
+  void* block = allocate();
+  dlclose(handle);
+  printf("allocated %s\n", block ? "ok" : "null");
+  return 0;
+}
