@@ -139,8 +139,8 @@ int Run(const RunOptions& options) {
   std::string capture = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
                                                       std::to_string(child) + ".mlens")
                                        : output;
-  struct stat st;
-  bool written = stat(capture.c_str(), &st) == 0 && st.st_size > 0;
+  struct stat st;  // a FIFO or a device has no size to check
+  bool written = stat(capture.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0);
   if (WIFSIGNALED(status)) {
     int signo = WTERMSIG(status);
     std::cerr << "memlens: " << command[0] << " was killed by signal " << signo << " ("
@@ -164,7 +164,7 @@ Command AddRunCommand(CLI::App* app) {
       "run", "Run a program and record its allocations into a capture file");
   cmd->add_option("-o,--output", options->output,
                   "capture file (default: memlens-PROGRAM-PID.mlens in the current directory)");
-  cmd->add_option("command", options->command, "PROGRAM [ARGS...] to run (after --)")
+  cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")
       ->required();
   cmd->prefix_command();
   cmd->footer(

@@ -1,9 +1,45 @@
 // src/cli/main.cc: the `memlens` command. One file per subcommand (cmd_*.cc).
+#include <cstring>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
+
+namespace {
+
+// CLI11 reports the first problem it checks, which is not always the one the user made: name
+// an unknown command or flag before a missing argument, and say which command complained.
+std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cli::Command>& commands,
+                              int argc, char** argv, const CLI::ParseError& error) {
+  if (argc < 2) return "no command given";
+  std::string first = argv[1];
+  const CLI::App* command = nullptr;
+  for (const auto& c : commands) {
+    if (c.app->get_name() == first) command = c.app;
+  }
+  if (!command) {
+    if (first[0] != '-') {
+      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks)";
+    }
+    return error.what();
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (command->get_name() == "run" && arg[0] != '-') break;  // the program's own arguments
+    if (arg.size() > 1 && arg[0] == '-') {
+      std::string name = arg.substr(0, arg.find('='));
+      if (!command->get_option_no_throw(name) && name != "-h" && name != "--help") {
+        return command->get_name() + ": unknown option '" + name + "'";
+      }
+    }
+  }
+  return command->get_name() + ": " + error.what();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace memlens::cli;
@@ -32,7 +68,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "memlens: " << e.what() << "\nRun 'memlens --help' for usage.\n";
+    std::cerr << "memlens: " << ExplainParseError(app, commands, argc, argv, e)
+              << "\nRun 'memlens --help' for usage.\n";
     return kExitBadInput;
   }
   for (const auto& command : commands) {

@@ -73,3 +73,47 @@ def test_sigkill_mid_run_leaves_a_readable_capture(tmp_path):
     assert summary["capture"]["end_reason"] is None
     assert any("did not finish" in w for w in summary["capture"]["warnings"])
     assert r.row_at("wait_for_kill.c", "before_kill")["leaked_bytes"] == 888
+
+
+def test_stalled_writer_drops_and_counts_instead_of_hanging(tmp_path):
+    """The capture goes to a FIFO nobody reads for 3 s: the writer blocks, the thread buffer
+    fills, the program keeps running (dropping), and the drops are counted in the capture."""
+    fifo = tmp_path / "capture.fifo"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(fifo), "--",
+                             str(PROGRAMS / "churn_single")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = os.open(fifo, os.O_RDONLY)  # the agent's open() of the FIFO completes now
+    time.sleep(3.0)
+    data = bytearray()
+    while chunk := os.read(reader, 1 << 16):
+        data += chunk
+    os.close(reader)
+    assert proc.wait(timeout=60) == 0
+    assert proc.stdout.read() == "done\n"
+    capture = tmp_path / "capture.mlens"
+    capture.write_bytes(data)
+    summary = Recorded(proc, capture).analyze("summary")
+    dropped = summary["totals"]["dropped_events"]
+    assert dropped > 0
+    assert summary["capture"]["complete"]
+    assert any("dropped" in w for w in summary["capture"]["warnings"])
+    # Every one of the 800000 events (4096 first frees are of NULL) was either recorded or
+    # counted as dropped.
+    assert summary["totals"]["events"] + dropped >= 800000
+    assert time.monotonic() - start < 30
+
+
+def test_failing_disk_ends_the_capture_but_not_the_program(tmp_path):
+    """The capture may grow to 16 KiB only (ulimit -f): writes fail, memlens says so once, the
+    program runs to the end with its own output and status, the capture reads up to the cut."""
+    capture = tmp_path / "small.mlens"
+    script = (f"trap '' XFSZ; ulimit -f 16; exec {MEMLENS} run -o {capture} -- "
+              f"{PROGRAMS / 'threads8'}")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "joined\n"
+    assert proc.stderr.count("writing the capture failed") == 1
+    assert capture.stat().st_size <= 16 * 1024
+    summary = Recorded(proc, capture).analyze("summary")
+    assert summary["capture"]["complete"] is False

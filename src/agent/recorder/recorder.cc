@@ -71,10 +71,12 @@ ThreadBuffer* ThisThreadBuffer() {
 }
 
 // The ring is full: the writer is behind. Wait while it makes progress; give up after a second
-// without any (a stuck disk, a stopped writer), so the program never hangs because of us.
+// without any (a stuck disk, a stopped writer), so the program never hangs because of us. Once
+// given up, drop at once until the writer moves again: one wait, not one per event.
 RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
   constexpr uint64_t kPatienceNs = 1000000000;
   uint64_t rounds = g_writer_rounds.load(std::memory_order_acquire);
+  if (rounds == buffer->gave_up_at_round) return nullptr;
   uint64_t since = MonotonicNs();
   for (;;) {
     if (g_state.load(std::memory_order_relaxed) != kRecording ||
@@ -91,6 +93,7 @@ RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
       rounds = now_rounds;
       since = now;
     } else if (now - since > kPatienceNs) {
+      buffer->gave_up_at_round = now_rounds;
       return nullptr;
     }
   }

@@ -68,6 +68,7 @@ ThreadBuffer* AcquireThreadBuffer() {
   buffer->thread_index = g_next_thread_index.fetch_add(1, std::memory_order_relaxed);
   buffer->tid = static_cast<uint64_t>(syscall(SYS_gettid));
   buffer->wake_requested = false;
+  buffer->gave_up_at_round = ~uint64_t{0};
   // announced is the writer's: it resets it when it recycles the buffer (see writer.cc).
   return buffer;
 }

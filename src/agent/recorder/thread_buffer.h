@@ -42,6 +42,7 @@ class ThreadBuffer {
   uint64_t tid = 0;
   bool announced = false;     // writer side: the kThread record for thread_index is written
   bool wake_requested = false;  // producer side: asked the writer to drain early
+  uint64_t gave_up_at_round = ~uint64_t{0};  // producer side: dropping until the writer moves
   ThreadBuffer* next = nullptr;  // registry list; written once before publication
 
   uint8_t* data = nullptr;

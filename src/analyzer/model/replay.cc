@@ -68,7 +68,7 @@ class Replayer : public format::RecordVisitor {
   std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
   AddressMap heap_;
   std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
-  std::unordered_map<uint64_t, StackState> states_;
+  std::vector<StackState> states_;  // by stack id: node ids are dense
   std::unordered_map<uint32_t, LiveBlock> realloc_pending_;  // by thread
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, Region>>> mremap_pending_;
   uint64_t live_bytes_ = 0;
@@ -90,7 +90,10 @@ uint64_t Replayer::ModuleOf(uint64_t ip) const {
   return 0;
 }
 
-StackState& Replayer::State(uint64_t stack) { return states_[stack]; }
+StackState& Replayer::State(uint64_t stack) {
+  if (stack >= states_.size()) states_.resize(std::max<size_t>(stack + 1, states_.size() * 2));
+  return states_[stack];
+}
 
 void Replayer::Touch(StackState& s) {
   if (s.changed_in_epoch < peak_epoch_) {  // first change since the last peak: remember it
@@ -253,7 +256,9 @@ void Replayer::OnEvent(const format::Event& e) {
 }
 
 void Replayer::Finish() {
-  for (auto& [stack, s] : states_) {
+  for (uint64_t stack = 0; stack < states_.size(); ++stack) {
+    StackState& s = states_[stack];
+    if (s.stats.allocations == 0 && s.live_blocks == 0) continue;  // never an allocation site
     if (s.changed_in_epoch < peak_epoch_) {  // unchanged since the last peak
       s.stats.peak_bytes = s.live_bytes;
       s.stats.peak_blocks = s.live_blocks;

@@ -10,10 +10,13 @@ namespace {
 
 constexpr uint64_t kTruncatedMarkerIp = 1;  // see the agent's writer
 
-// Frames that belong to the allocator rather than to the code that asked for memory.
+// Frames that belong to the allocator or the standard library's templates rather than to the
+// code that asked for memory: operator new itself, and code instantiated from system headers
+// (std::allocator, std::vector growth, std::map nodes...). The site is the first frame past them.
 bool IsAllocatorFrame(const SourceFrame& f) {
   const std::string& fn = f.function;
-  return fn.rfind("operator new", 0) == 0 || fn.rfind("operator delete", 0) == 0;
+  return fn.rfind("operator new", 0) == 0 || fn.rfind("operator delete", 0) == 0 ||
+         f.file.rfind("/usr/include/", 0) == 0 || f.file.rfind("/usr/lib/gcc/", 0) == 0;
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // src/analyzer/model/sites.h
 //
 // From stack ids to what users read: symbolized stacks (inlined frames expanded), the
-// allocation site of each stack (its innermost frame that is not allocator plumbing such as
-// operator new), and rows of StackStats grouped by function, source line, module or stack.
+// allocation site of each stack (its innermost frame that is not allocator plumbing: operator
+// new, code instantiated from system headers such as std::allocator), and rows of StackStats grouped by function, source line, module or stack.
 //
 // Runs on: the analyzer's main thread.
 #pragma once

@@ -10,12 +10,17 @@ void EventOrderer::Add(const format::Event& event) {
     return;
   }
   if (event.seq < next_seq_) return;  // a duplicate or a late event behind a skipped gap
-  auto& queue = queues_[event.thread];
+  auto& queue = Queue(event.thread);
   if (!queue.empty() && queue.back().seq >= event.seq) return;  // out of order within a thread
   if (queue.empty()) heads_.push({event.seq, event.thread});
   queue.push_back(event);
   ++pending_;
   Release(pending_ > max_pending_);
+}
+
+std::deque<format::Event>& EventOrderer::Queue(uint32_t thread) {
+  if (thread >= queues_.size()) queues_.resize(thread + 1);
+  return queues_[thread];
 }
 
 void EventOrderer::Finish() {
@@ -32,7 +37,7 @@ void EventOrderer::Release(bool force) {
       force = pending_ > max_pending_ / 2;
     }
     heads_.pop();
-    auto& queue = queues_[head.thread];
+    auto& queue = Queue(head.thread);
     // Drain this thread's run of consecutive numbers without going back to the heap.
     while (!queue.empty() && queue.front().seq == next_seq_) {
       sink_(queue.front());

@@ -13,7 +13,6 @@
 #include <deque>
 #include <functional>
 #include <queue>
-#include <unordered_map>
 #include <vector>
 
 #include "format/records.h"
@@ -44,7 +43,10 @@ class EventOrderer {
   uint64_t next_seq_ = 0;
   size_t pending_ = 0;
   uint64_t gaps_ = 0;
-  std::unordered_map<uint32_t, std::deque<format::Event>> queues_;  // per thread, in order
+  std::deque<format::Event>& Queue(uint32_t thread);
+
+  // Per thread index (small dense integers from the agent), in order.
+  std::vector<std::deque<format::Event>> queues_;
   std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads_;  // one per queue
 };
 
