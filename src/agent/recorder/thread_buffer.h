@@ -22,7 +22,7 @@ namespace memlens::agent {
 class ThreadBuffer {
  public:
   enum State : int { kFree = 0, kActive = 1, kRetired = 2 };
-  static constexpr size_t kCapacity = size_t{4} << 20;  // power of two
+  static constexpr size_t kCapacity = size_t{1} << 20;  // power of two
 
   // Returns room for a record of at most max_size bytes, or nullptr when the ring is full.
   RawEvent* Reserve(uint32_t max_size);
