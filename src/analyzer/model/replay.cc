@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 #include "analyzer/model/address_map.h"
 
@@ -44,7 +45,11 @@ class Replayer : public format::RecordVisitor {
     loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), r.id), loaded_.end());
     unloaded_.push_back(r.id);
   }
-  void OnThread(const format::ThreadRecord&) override { ++p_->thread_count; }
+  // A thread that allocates again after its buffer was retired (in late TLS destructors) gets
+  // a second index: count OS threads, not indices.
+  void OnThread(const format::ThreadRecord& r) override {
+    if (tids_.insert(r.tid).second) ++p_->thread_count;
+  }
   void OnStackNode(const format::StackNodeRecord& r) override {
     p_->nodes.push_back({r.parent, r.ip, ModuleOf(r.ip)});
   }
@@ -66,6 +71,7 @@ class Replayer : public format::RecordVisitor {
 
   Profile* p_;
   std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
+  std::unordered_set<uint64_t> tids_;
   AddressMap heap_;
   std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
   std::vector<StackState> states_;  // by stack id: node ids are dense
