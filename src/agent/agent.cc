@@ -1,8 +1,9 @@
 // src/agent/agent.cc: see agent.h. Configuration comes from the environment (docs/agent.md):
 //   MEMLENS_OUTPUT   capture path; %p is replaced by the pid, %e by the program's name
 //                    (default: memlens-%e-%p.mlens in the current directory)
-//   MEMLENS_TRACKED  set by the agent for its descendants: a process that inherits it (a child
-//                    that exec'd, or the new image of an exec) does not record
+//   MEMLENS_TRACKED  the pid of the recorded process, set by the agent: a descendant that
+//                    inherits it (a child that exec'd) does not record; the recorded process's
+//                    own new image after an exec does, appending to the same capture
 #include "agent/agent.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "agent/hooks/real_functions.h"
+#include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
 #include "agent/writer/writer.h"
 
@@ -31,6 +33,7 @@ constexpr int kHandledSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
                                    SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 std::atomic<bool> g_initializing{false};
+bool g_after_exec = false;  // this image replaced the recorded one by exec: append
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
 
@@ -140,7 +143,10 @@ void Start() {
   format::ProcessRecord process = DescribeProcess();
   g_pid = static_cast<pid_t>(process.pid);
   std::string path = ExpandOutputPath(process);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // After an exec the capture goes on in the same file (docs/agent.md, "exec").
+  int fd = g_after_exec ? open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+  bool append = fd >= 0;
+  if (!append) fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     Say("cannot write the capture '" + path + "': " + strerror(errno) + "; not recording");
     g_state.store(kStopped);
@@ -148,13 +154,14 @@ void Start() {
   }
   setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
   pthread_atfork(nullptr, nullptr, OnForkChild);
-  if (!StartWriter(fd, process)) {
+  if (!StartWriter(fd, process, /*write_file_header=*/!append)) {
     Say("cannot start the writer thread; not recording");
     close(fd);
     g_state.store(kStopped);
     return;
   }
   InstallSignalHandlers();
+  AttachPython();  // before the interpreter initializes: main has not run yet
 }
 
 }  // namespace
@@ -169,8 +176,11 @@ void InitializeOnce() {
   real::EnsureResolved();
   const char* tracked = getenv("MEMLENS_TRACKED");
   if (tracked && *tracked) {
-    g_state.store(kPassive);
-    return;
+    if (strtol(tracked, nullptr, 10) != static_cast<long>(getpid())) {
+      g_state.store(kPassive);  // a descendant of the recorded process
+      return;
+    }
+    g_after_exec = true;
   }
   t_in_hook = true;
   InitializeRecorder();

@@ -2,7 +2,8 @@
 //
 // The agent's life cycle: deciding whether this process records, starting the writer when the
 // library is initialized, and finishing the capture on every way out (exit, _exit, exec, fatal
-// signal). fork: the child does not record (docs/architecture.md, "Processes").
+// signal). fork: the child does not record; exec: the new image records on, into the same
+// capture (docs/agent.md).
 //
 // Runs on: application threads, and signal handlers (the Stop* functions are async-signal-safe:
 // they only touch atomics, sleep and call sigaction).

@@ -70,6 +70,14 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const analyzer::StackR
   for (const auto& a : p.process.argv) json->String(a);
   json->EndArray();
   json->Field("threads", p.thread_count);
+  json->Key("earlier_images");  // command lines this image replaced by exec, first first
+  json->BeginArray();
+  for (const auto& image : p.earlier_images) {
+    json->BeginArray();
+    for (const auto& a : image) json->String(a);
+    json->EndArray();
+  }
+  json->EndArray();
   json->EndObject();
 }
 

@@ -90,6 +90,9 @@ int Summary(const SummaryOptions& o) {
     json.Field("in_use_at_exit_bytes", t.leaked_bytes);
     json.Field("in_use_at_exit_blocks", t.leaked_blocks);
     json.Field("in_use_at_exit_mmap_bytes", t.mmap_leaked_bytes);
+    json.Field("python_allocated_bytes", t.python_allocated_bytes);
+    json.Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
+    json.Field("pymalloc_arena_at_exit_bytes", t.arena_leaked_bytes);
     json.Field("unmatched_frees", t.unmatched_frees);
     json.Field("dropped_events", t.dropped_events);
     json.Field("events", t.events);
@@ -105,6 +108,13 @@ int Summary(const SummaryOptions& o) {
     facts.AddColumn("", TextTable::kLeft);
     facts.AddColumn("", TextTable::kLeft);
     facts.AddRow({"command", command + "   (pid " + std::to_string(p.process.pid) + ")"});
+    if (!p.earlier_images.empty()) {  // wrappers and shims that exec'd into the program
+      std::string first;
+      for (const auto& a : p.earlier_images.front()) first += (first.empty() ? "" : " ") + a;
+      size_t more = p.earlier_images.size() - 1;
+      facts.AddRow({"exec'd from", first + (more ? " (then " + std::to_string(more) +
+                                                       " more exec'd images)" : "")});
+    }
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
                                   (p.end ? "" : "   (recording incomplete)")});
     facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " + FormatCount(t.allocations) +
@@ -113,6 +123,11 @@ int Summary(const SummaryOptions& o) {
                               " blocks, at " + FormatSeconds(peak_at)});
     facts.AddRow({"at exit", FormatBytes(t.leaked_bytes) + " in " + FormatCount(t.leaked_blocks) +
                                  " blocks still allocated"});
+    if (t.python_allocated_bytes || t.arena_peak_bytes) {
+      facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) + " of the allocated bytes through " +
+                                  "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +
+                                  " at most, " + FormatBytes(t.arena_leaked_bytes) + " at exit"});
+    }
     facts.AddRow({"threads", std::to_string(p.thread_count)});
     facts.AddRow({"dropped", FormatCount(t.dropped_events) + " events"});
     facts.Print(std::cout);

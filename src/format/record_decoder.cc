@@ -221,6 +221,15 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         if (c.ok()) v->OnDrops(r);
         break;
       }
+      case RecordType::kPythonCode: {
+        PythonCodeRecord r;
+        r.id = c.Varint();
+        r.filename = c.String();
+        r.name = c.String();
+        r.first_line = c.Varint();
+        if (c.ok()) v->OnPythonCode(r);
+        break;
+      }
       default:
         *error = "unknown record type " + std::to_string(static_cast<int>(type)) +
                  " at payload offset " + std::to_string(record_offset);
@@ -245,6 +254,11 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kValloc: return "valloc";
     case EventKind::kPvalloc: return "pvalloc";
     case EventKind::kReallocArray: return "reallocarray";
+    case EventKind::kPyObjAlloc: return "PyObject_Malloc";
+    case EventKind::kPyMemAlloc: return "PyMem_Malloc";
+    case EventKind::kPyRawAlloc: return "PyMem_RawMalloc";
+    case EventKind::kPyArenaAlloc: return "pymalloc arena";
+    case EventKind::kPyArenaFree: return "pymalloc arena (free)";
     case EventKind::kFree: return "free";
     case EventKind::kReallocOld: return "realloc(old)";
     case EventKind::kReallocFailed: return "realloc(failed)";
@@ -258,7 +272,8 @@ const char* EventKindName(EventKind kind) {
 }
 
 bool IsKnownEventKind(uint8_t k) {
-  return (k >= 1 && k <= 9) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36);
+  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36) || k == 40 ||
+         k == 41;
 }
 
 }  // namespace memlens::format

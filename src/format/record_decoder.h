@@ -24,6 +24,7 @@ class RecordVisitor {
   virtual void OnTime(const TimeRecord&) {}
   virtual void OnEnd(const EndRecord&) {}
   virtual void OnDrops(const DropsRecord&) {}
+  virtual void OnPythonCode(const PythonCodeRecord&) {}
 };
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before

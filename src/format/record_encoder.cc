@@ -76,6 +76,14 @@ void RecordEncoder::Drops(const DropsRecord& r) {
   PutVarint(out_, r.count);
 }
 
+void RecordEncoder::PythonCode(const PythonCodeRecord& r) {
+  PutType(out_, RecordType::kPythonCode);
+  PutVarint(out_, r.id);
+  PutString(out_, r.filename);
+  PutString(out_, r.name);
+  PutVarint(out_, r.first_line);
+}
+
 void RecordEncoder::BeginEvents(uint32_t thread) {
   batches_.push_back({thread, 0});
   last_seq_ = 0;

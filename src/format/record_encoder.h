@@ -24,6 +24,7 @@ class RecordEncoder {
   void Time(const TimeRecord& r);
   void End(const EndRecord& r);
   void Drops(const DropsRecord& r);
+  void PythonCode(const PythonCodeRecord& r);
 
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();

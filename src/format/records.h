@@ -31,6 +31,7 @@ enum class RecordType : uint8_t {
   kTime = 7,          // the global sequence counter at a monotonic time
   kEnd = 8,           // the recording ended (exit, exec, fatal signal)
   kDrops = 9,         // events lost since the last kDrops record (full buffer, failing sink)
+  kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
 };
 
 // What an event did. The analyzer pairs frees with allocations by address; see
@@ -45,6 +46,9 @@ enum class EventKind : uint8_t {
   kValloc = 7,
   kPvalloc = 8,
   kReallocArray = 9,
+  kPyObjAlloc = 10,  // Python's object allocator (PYMEM_DOMAIN_OBJ), malloc/calloc/realloc
+  kPyMemAlloc = 11,  // PYMEM_DOMAIN_MEM
+  kPyRawAlloc = 12,  // PYMEM_DOMAIN_RAW
   kFree = 16,
   kReallocOld = 17,     // realloc is about to release this block (recorded before the call)
   kReallocFailed = 18,  // ...but failed: the block recorded by kReallocOld lives on
@@ -53,15 +57,33 @@ enum class EventKind : uint8_t {
   kMremapOld = 34,      // mremap is about to move/resize this range
   kMremapNew = 35,      // ...and this is the result
   kMremapFailed = 36,   // ...or it failed, the old range lives on
+  kPyArenaAlloc = 40,   // an arena of Python's small-object allocator (pymalloc): not a user
+  kPyArenaFree = 41,    // allocation, reported as its own figure
 };
 
 inline bool IsHeapAlloc(EventKind k) { return static_cast<uint8_t>(k) < 16; }
+inline bool IsPythonAlloc(EventKind k) {
+  return k == EventKind::kPyObjAlloc || k == EventKind::kPyMemAlloc || k == EventKind::kPyRawAlloc;
+}
 inline bool HasStack(EventKind k) {
-  return IsHeapAlloc(k) || k == EventKind::kMmap || k == EventKind::kMremapNew;
+  return IsHeapAlloc(k) || k == EventKind::kMmap || k == EventKind::kMremapNew ||
+         k == EventKind::kPyArenaAlloc;
 }
 inline bool HasSize(EventKind k) {
-  return HasStack(k) || k == EventKind::kMunmap || k == EventKind::kMremapOld;
+  return HasStack(k) || k == EventKind::kMunmap || k == EventKind::kMremapOld ||
+         k == EventKind::kPyArenaFree;
 }
+
+// A stack node's ip is either a native return address or, with bit 63 set, a Python frame:
+// bits 24..62 the id of a kPythonCode record, bits 0..23 the line (0 when unknown).
+inline constexpr uint64_t kPythonFrameTag = uint64_t{1} << 63;
+inline constexpr uint64_t kMaxPythonLine = (uint64_t{1} << 24) - 1;
+inline bool IsPythonFrameIp(uint64_t ip) { return (ip & kPythonFrameTag) != 0; }
+inline uint64_t PythonFrameIp(uint64_t code_id, uint64_t line) {
+  return kPythonFrameTag | (code_id << 24) | (line > kMaxPythonLine ? 0 : line);
+}
+inline uint64_t PythonFrameCode(uint64_t ip) { return (ip & ~kPythonFrameTag) >> 24; }
+inline uint64_t PythonFrameLine(uint64_t ip) { return ip & kMaxPythonLine; }
 // Address coding in event batches (docs/capture-format.md): a delta from the previous event of
 // the same chain (allocations; releases), taken on the address rotated right by 4 bits, since
 // nearly every block is 16-byte aligned and its low nibble carries nothing.
@@ -136,6 +158,13 @@ struct EndRecord {
 
 struct DropsRecord {
   uint64_t count = 0;
+};
+
+struct PythonCodeRecord {
+  uint64_t id = 0;
+  std::string filename;  // co_filename
+  std::string name;      // co_qualname
+  uint64_t first_line = 0;
 };
 
 }  // namespace memlens::format

@@ -25,13 +25,19 @@ def test_fork_child_is_not_recorded(record, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["forks.mlens"]  # no child capture
 
 
-def test_exec_ends_the_capture_and_the_new_image_is_not_recorded(record, tmp_path):
+def test_exec_is_followed_into_the_same_capture(record, tmp_path):
+    """exec_other allocates, then execs /bin/sh: the capture holds both images and answers for
+    the last one, naming the first."""
     r = record("exec_other")
     assert r.proc.returncode == 4 and r.proc.stdout == "exec-ed\n"
     summary = r.analyze("summary")
-    assert summary["capture"]["end_reason"] == "exec" and summary["capture"]["complete"]
-    assert r.row_at("exec_other.c", "before_exec")["leaked_bytes"] == 500
-    assert summary["process"]["argv"][0].endswith("exec_other")
+    assert summary["capture"]["end_reason"] == "exit" and summary["capture"]["complete"]
+    assert summary["process"]["argv"] == ["sh", "-c", "echo exec-ed; exit 4"]
+    assert summary["process"]["executable"] == os.path.realpath("/bin/sh")
+    earlier = summary["process"]["earlier_images"]
+    assert len(earlier) == 1 and earlier[0][0].endswith("exec_other")
+    assert summary["totals"]["allocations"] > 0  # the shell's own allocations
+    assert r.rows_at("exec_other.c", "before_exec") == []  # the first image is not mixed in
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exec_other.mlens"]
 
 

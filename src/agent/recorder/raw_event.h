@@ -1,7 +1,9 @@
 // src/agent/recorder/raw_event.h
 //
 // RawEvent: the fixed-size header of every record an application thread appends to its
-// ThreadBuffer; an allocation's return addresses (innermost first) follow it. Agent-internal:
+// ThreadBuffer; an allocation's return addresses (innermost first) follow it, then, in a
+// Python process, the thread's Python frames (innermost first, see python_bridge.h) up to the
+// end of the record. Agent-internal:
 // the writer thread turns RawEvents into capture records (src/format/records.h).
 #pragma once
 
@@ -15,13 +17,14 @@ struct RawEvent {
   uint64_t size;
   uint8_t kind;          // format::EventKind, or kPadKind
   uint8_t truncated;     // 1 when the stack was deeper than kMaxFrames
-  uint16_t frame_count;  // uint64_t return addresses that follow this header
+  uint16_t frame_count;  // native return addresses that follow this header
   uint32_t record_size;  // bytes of this record, frames included
 };
 static_assert(sizeof(RawEvent) == 32, "RawEvent is part of the buffer layout");
 
 inline constexpr uint8_t kPadKind = 0xff;  // filler up to the end of the ring
-inline constexpr int kMaxFrames = 512;
+inline constexpr int kMaxNativeFrames = 512;
+inline constexpr int kMaxFrames = 1024;  // native and Python frames together
 inline constexpr uint32_t kMaxRecordSize = sizeof(RawEvent) + kMaxFrames * sizeof(uint64_t);
 
 }  // namespace memlens::agent

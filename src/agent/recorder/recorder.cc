@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "agent/python_support.h"
 #include "agent/recorder/thread_buffer.h"
 
 extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
@@ -26,8 +27,13 @@ std::atomic<bool> g_writer_running{false};
 std::atomic<uint32_t> g_writer_wake{0};
 
 // Frames inside our own code are stripped from every stack.
-uintptr_t g_self_begin = 0;
-uintptr_t g_self_end = 0;
+uintptr_t g_self_begin[2] = {0, 0};
+uintptr_t g_self_end[2] = {0, 0};
+
+void AddSelfRange(uintptr_t begin, uintptr_t end) {
+  g_self_end[1] = end;
+  g_self_begin[1] = begin;
+}
 
 namespace {
 
@@ -49,8 +55,8 @@ void FindSelfRange() {
   uintptr_t bias = base - (first_vaddr & ~uintptr_t{4095});
   for (int i = 0; i < ehdr->e_phnum; ++i) {
     if (phdr[i].p_type == PT_LOAD && (phdr[i].p_flags & PF_X)) {
-      g_self_begin = bias + phdr[i].p_vaddr;
-      g_self_end = g_self_begin + phdr[i].p_memsz;
+      g_self_begin[0] = bias + phdr[i].p_vaddr;
+      g_self_end[0] = g_self_begin[0] + phdr[i].p_memsz;
     }
   }
 }
@@ -121,11 +127,11 @@ void Publish(ThreadBuffer* buffer, RawEvent* event) {
 
 // Return addresses of the caller of the interposed function and outwards, innermost first.
 int CaptureStack(uint64_t* frames, uint8_t* truncated) {
-  int n = unw_backtrace(reinterpret_cast<void**>(frames), kMaxFrames);
+  int n = unw_backtrace(reinterpret_cast<void**>(frames), kMaxNativeFrames);
   int skip = 0;
-  while (skip < n && frames[skip] >= g_self_begin && frames[skip] < g_self_end) ++skip;
+  while (skip < n && IsOwnCode(frames[skip])) ++skip;
   if (skip > 0 && skip < n) std::memmove(frames, frames + skip, (n - skip) * sizeof(uint64_t));
-  *truncated = n == kMaxFrames;
+  *truncated = n == kMaxNativeFrames;
   return n - skip;
 }
 
@@ -148,9 +154,13 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   event->address = reinterpret_cast<uintptr_t>(address);
   event->size = size;
   event->kind = static_cast<uint8_t>(kind);
-  int frames = CaptureStack(reinterpret_cast<uint64_t*>(event + 1), &event->truncated);
-  event->frame_count = static_cast<uint16_t>(frames);
-  event->record_size = static_cast<uint32_t>(sizeof(RawEvent) + frames * sizeof(uint64_t));
+  auto* frames = reinterpret_cast<uint64_t*>(event + 1);
+  int native = CaptureStack(frames, &event->truncated);
+  // The thread's Python frames follow the native ones; the writer merges the two.
+  int python = ReadPythonFrames(frames + native, kMaxFrames - native);
+  event->frame_count = static_cast<uint16_t>(native);
+  event->record_size =
+      static_cast<uint32_t>(sizeof(RawEvent) + (native + python) * sizeof(uint64_t));
   Publish(buffer, event);
 }
 

@@ -39,16 +39,21 @@ void InitializeRecorder();
 // once per process, whether to record.
 void InitializeOnce();
 
-// Our own code's executable range (found by InitializeRecorder).
-extern uintptr_t g_self_begin;
-extern uintptr_t g_self_end;
+// Our own code's executable ranges: the agent's (found by InitializeRecorder) and the Python
+// hooks library's, when one is attached (AddSelfRange).
+extern uintptr_t g_self_begin[2];
+extern uintptr_t g_self_end[2];
+void AddSelfRange(uintptr_t begin, uintptr_t end);
+inline bool IsOwnCode(uintptr_t ip) {
+  return (ip >= g_self_begin[0] && ip < g_self_end[0]) ||
+         (ip >= g_self_begin[1] && ip < g_self_end[1]);
+}
 
 // caller: the return address of the interposed call. Calls made by the agent's own code (the
 // C++ runtime linked into it, say) are never the program's allocations.
 inline bool ShouldRecord(const void* caller) {
-  auto c = reinterpret_cast<uintptr_t>(caller);
   return g_state.load(std::memory_order_relaxed) == kRecording && !t_in_hook &&
-         (c < g_self_begin || c >= g_self_end);
+         !IsOwnCode(reinterpret_cast<uintptr_t>(caller));
 }
 
 // RAII: marks the thread as inside the agent, so allocations we cause are not recorded.

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/python_bridge.h"
+#include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/writer/module_scanner.h"
@@ -45,8 +47,12 @@ uint64_t MonotonicNs() {
 
 class Writer {
  public:
-  Writer(int fd, const format::ProcessRecord& process)
-      : fd_(fd), process_(process), meta_encoder_(&meta_), event_encoder_(&events_) {}
+  Writer(int fd, const format::ProcessRecord& process, bool write_file_header)
+      : fd_(fd),
+        write_file_header_(write_file_header),
+        process_(process),
+        meta_encoder_(&meta_),
+        event_encoder_(&events_) {}
 
   void Run();
 
@@ -55,12 +61,16 @@ class Writer {
   void DrainBuffer(ThreadBuffer* buffer);
   void EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw);
   uint64_t InternStack(const RawEvent& raw);
+  void MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
+                         int python_count);
+  void DescribePythonCode(uint64_t id);
   void RescanModules();
   void MaybeRecordTime(bool force);
   void Flush();
   void WriteAll(const std::string& bytes);
 
   int fd_;
+  bool write_file_header_;
   format::ProcessRecord process_;
   std::string meta_;    // threads, modules, stack nodes: placed first in each chunk
   std::string events_;  // the chunk's events record, which refers to the meta records
@@ -71,6 +81,7 @@ class Writer {
   StackInterner interner_;
   ModuleScanner modules_;
   std::vector<uint64_t> frames_;
+  std::vector<bool> described_codes_;  // kPythonCode records written, by code id
   bool failed_ = false;
   uint64_t lost_after_failure_ = 0;
   uint64_t last_time_seq_ = 0;
@@ -89,7 +100,7 @@ void* WriterMain(void* arg) {
 }
 
 void Writer::Run() {
-  WriteAll(format::EncodeFileHeader());
+  if (write_file_header_) WriteAll(format::EncodeFileHeader());
   meta_encoder_.Process(process_);
   RescanModules();
   Flush();
@@ -177,20 +188,67 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   }
 }
 
+// Merges a record's native and Python frames (both innermost first) into frames_: each native
+// frame of the eval loop is replaced by the Python frames it was running, the run of frames
+// up to and including the next "entry" frame. Python frames left over (an unwinder that
+// stopped early) go outermost.
+void Writer::MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
+                               int python_count) {
+  frames_.clear();
+  int p = 0;
+  for (int i = 0; i < native_count; ++i) {
+    if (p < python_count && EvalLoopContains(native[i])) {
+      uint64_t frame;
+      do {
+        frame = python[p++];
+        frames_.push_back(frame & ~MEMLENS_PYTHON_ENTRY_BIT);
+      } while (!(frame & MEMLENS_PYTHON_ENTRY_BIT) && p < python_count);
+    } else {
+      frames_.push_back(native[i]);
+    }
+  }
+  for (; p < python_count; ++p) frames_.push_back(python[p] & ~MEMLENS_PYTHON_ENTRY_BIT);
+}
+
 uint64_t Writer::InternStack(const RawEvent& raw) {
   const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
   int count = raw.frame_count;
-  if (raw.truncated) {
+  int python = static_cast<int>((raw.record_size - sizeof(RawEvent)) / sizeof(uint64_t)) - count;
+  if (python > 0) {
+    MergePythonFrames(frames, count, frames + count, python);
+  } else if (raw.truncated) {
     frames_.assign(frames, frames + count);
-    frames_.push_back(kTruncatedMarkerIp);
+  }
+  if (raw.truncated) frames_.push_back(kTruncatedMarkerIp);
+  if (python > 0 || raw.truncated) {
     frames = frames_.data();
-    ++count;
+    count = static_cast<int>(frames_.size());
   }
   return interner_.Intern(frames, count, [&](uint64_t parent, uint64_t ip) {
-    // A frame outside every known module: something was loaded since the last scan.
-    if (ip != kTruncatedMarkerIp && !modules_.Contains(ip)) RescanModules();
+    if (format::IsPythonFrameIp(ip)) {
+      DescribePythonCode(format::PythonFrameCode(ip));
+    } else if (ip != kTruncatedMarkerIp && !modules_.Contains(ip)) {
+      RescanModules();  // a frame outside every known module: something was loaded since
+    }
     meta_encoder_.StackNode({parent, ip});
   });
+}
+
+void Writer::DescribePythonCode(uint64_t id) {
+  if (id >= described_codes_.size()) described_codes_.resize(id + 1024);
+  if (described_codes_[id]) return;
+  described_codes_[id] = true;
+  const PythonCodeInfo* info = FindPythonCode(id);
+  format::PythonCodeRecord record;
+  record.id = id;
+  if (info) {
+    record.filename = info->filename;
+    record.name = info->name;
+    record.first_line = info->first_line;
+  } else {
+    record.name = "<unknown Python code>";
+  }
+  meta_encoder_.PythonCode(record);
 }
 
 void Writer::RescanModules() {
@@ -250,8 +308,8 @@ void Writer::WriteAll(const std::string& bytes) {
 
 }  // namespace
 
-bool StartWriter(int fd, const format::ProcessRecord& process) {
-  g_writer = new Writer(fd, process);
+bool StartWriter(int fd, const format::ProcessRecord& process, bool write_file_header) {
+  g_writer = new Writer(fd, process, write_file_header);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything

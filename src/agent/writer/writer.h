@@ -14,8 +14,9 @@
 
 namespace memlens::agent {
 
-// Takes ownership of fd. Returns false when the thread cannot be started.
-bool StartWriter(int fd, const format::ProcessRecord& process);
+// Takes ownership of fd. write_file_header is false when appending to the capture of the image
+// this one replaced by exec. Returns false when the thread cannot be started.
+bool StartWriter(int fd, const format::ProcessRecord& process, bool write_file_header);
 // Asks for a last drain, an END record, and the file closed.
 void RequestWriterStop(format::EndReason reason, int64_t detail);
 // Waits until the writer has finished, or until timeout_ms pass without progress.

@@ -109,6 +109,7 @@ void WriteFrame(JsonWriter* json, const SourceFrame& f) {
   json->Field("module", f.module);
   json->Field("module_offset", f.module_offset);
   json->Field("inlined", f.inlined);
+  json->Field("python", f.python);
   json->EndObject();
 }
 
@@ -119,6 +120,9 @@ void WriteStats(JsonWriter* json, const StackStats& s) {
   json->Field("peak_blocks", s.peak_blocks);
   json->Field("leaked_bytes", s.leaked_bytes);
   json->Field("leaked_blocks", s.leaked_blocks);
+  json->Field("python_allocated_bytes", s.python_allocated_bytes);
+  json->Field("python_peak_bytes", s.python_peak_bytes);
+  json->Field("python_leaked_bytes", s.python_leaked_bytes);
 }
 
 void WriteStack(JsonWriter* json, std::string_view key, const std::vector<SourceFrame>& frames) {

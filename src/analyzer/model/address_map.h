@@ -13,6 +13,7 @@ namespace memlens::analyzer {
 struct LiveBlock {
   uint64_t size = 0;
   uint64_t stack = 0;
+  bool python = false;  // allocated through Python's allocator
 };
 
 class AddressMap {

@@ -26,6 +26,7 @@ struct StackState {
   StackStats stats;
   uint64_t live_bytes = 0;
   uint64_t live_blocks = 0;
+  uint64_t python_live_bytes = 0;
   uint64_t changed_in_epoch = 0;
 };
 
@@ -34,6 +35,7 @@ class Replayer : public format::RecordVisitor {
   explicit Replayer(Profile* p) : p_(p) {}
 
   void OnProcess(const format::ProcessRecord& r) override {
+    if (p_->has_process) StartOver();  // exec: the new image replaces the old one
     p_->process = r;
     p_->has_process = true;
   }
@@ -54,6 +56,7 @@ class Replayer : public format::RecordVisitor {
     p_->nodes.push_back({r.parent, r.ip, ModuleOf(r.ip)});
   }
   void OnTime(const format::TimeRecord& r) override { p_->times.push_back(r); }
+  void OnPythonCode(const format::PythonCodeRecord& r) override { p_->python_codes[r.id] = r; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
   void OnEvent(const format::Event& e) override;
@@ -61,10 +64,11 @@ class Replayer : public format::RecordVisitor {
   void Finish();
 
  private:
+  void StartOver();
   uint64_t ModuleOf(uint64_t ip) const;
   StackState& State(uint64_t stack);
-  void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq);
-  void Release(uint64_t stack, uint64_t bytes);
+  void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python = false);
+  void Release(uint64_t stack, uint64_t bytes, bool python = false);
   void Touch(StackState& s);
   void AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq);
   void RemoveRange(uint64_t start, uint64_t size, std::vector<std::pair<uint64_t, Region>>* taken);
@@ -80,7 +84,30 @@ class Replayer : public format::RecordVisitor {
   uint64_t live_bytes_ = 0;
   uint64_t live_blocks_ = 0;
   uint64_t peak_epoch_ = 1;
+  AddressMap arenas_;  // pymalloc arenas, outside the heap totals
+  uint64_t arena_bytes_ = 0;
 };
+
+void Replayer::StartOver() {
+  Profile fresh;
+  fresh.path = p_->path;
+  fresh.read = p_->read;
+  fresh.earlier_images = std::move(p_->earlier_images);
+  fresh.earlier_images.push_back(p_->process.argv);
+  *p_ = std::move(fresh);
+  loaded_.clear();
+  unloaded_.clear();
+  tids_.clear();
+  heap_ = AddressMap();
+  arenas_ = AddressMap();
+  arena_bytes_ = 0;
+  mappings_.clear();
+  states_.clear();
+  realloc_pending_.clear();
+  mremap_pending_.clear();
+  live_bytes_ = live_blocks_ = 0;
+  peak_epoch_ = 1;
+}
 
 uint64_t Replayer::ModuleOf(uint64_t ip) const {
   if (ip == kTruncatedMarkerIp) return 0;
@@ -105,11 +132,12 @@ void Replayer::Touch(StackState& s) {
   if (s.changed_in_epoch < peak_epoch_) {  // first change since the last peak: remember it
     s.stats.peak_bytes = s.live_bytes;
     s.stats.peak_blocks = s.live_blocks;
+    s.stats.python_peak_bytes = s.python_live_bytes;
     s.changed_in_epoch = peak_epoch_;
   }
 }
 
-void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq) {
+void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python) {
   StackState& s = State(stack);
   Touch(s);
   s.live_bytes += bytes;
@@ -118,6 +146,11 @@ void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq) {
   s.stats.allocated_bytes += bytes;
   p_->totals.allocations += 1;
   p_->totals.allocated_bytes += bytes;
+  if (python) {
+    s.python_live_bytes += bytes;
+    s.stats.python_allocated_bytes += bytes;
+    p_->totals.python_allocated_bytes += bytes;
+  }
   live_bytes_ += bytes;
   live_blocks_ += 1;
   if (live_bytes_ > p_->totals.peak_bytes) {
@@ -128,11 +161,12 @@ void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq) {
   }
 }
 
-void Replayer::Release(uint64_t stack, uint64_t bytes) {
+void Replayer::Release(uint64_t stack, uint64_t bytes, bool python) {
   StackState& s = State(stack);
   Touch(s);
   s.live_bytes -= bytes;
   s.live_blocks -= 1;
+  if (python) s.python_live_bytes -= bytes;
   live_bytes_ -= bytes;
   live_blocks_ -= 1;
 }
@@ -190,7 +224,7 @@ void Replayer::OnEvent(const format::Event& e) {
   switch (e.kind) {
     case EventKind::kFree:
       if (heap_.Remove(e.address, &block)) {
-        Release(block.stack, block.size);
+        Release(block.stack, block.size, block.python);
         ++p_->totals.frees;
       } else {
         ++p_->totals.unmatched_frees;
@@ -198,7 +232,7 @@ void Replayer::OnEvent(const format::Event& e) {
       break;
     case EventKind::kReallocOld:
       if (heap_.Remove(e.address, &block)) {
-        Release(block.stack, block.size);
+        Release(block.stack, block.size, block.python);
         ++p_->totals.frees;
         realloc_pending_[e.thread] = block;
       } else {
@@ -208,12 +242,18 @@ void Replayer::OnEvent(const format::Event& e) {
     case EventKind::kReallocFailed: {
       auto it = realloc_pending_.find(e.thread);
       if (it != realloc_pending_.end()) {  // undo: the old block was never released
-        heap_.Insert(e.address, it->second);
-        Allocate(it->second.stack, it->second.size, e.seq);
-        State(it->second.stack).stats.allocations -= 1;
-        State(it->second.stack).stats.allocated_bytes -= it->second.size;
+        const LiveBlock& old = it->second;
+        heap_.Insert(e.address, old);
+        Allocate(old.stack, old.size, e.seq, old.python);
+        StackStats& stats = State(old.stack).stats;  // a restored block is no new allocation
+        stats.allocations -= 1;
+        stats.allocated_bytes -= old.size;
         p_->totals.allocations -= 1;
-        p_->totals.allocated_bytes -= it->second.size;
+        p_->totals.allocated_bytes -= old.size;
+        if (old.python) {
+          stats.python_allocated_bytes -= old.size;
+          p_->totals.python_allocated_bytes -= old.size;
+        }
         --p_->totals.frees;
         realloc_pending_.erase(it);
       }
@@ -246,16 +286,23 @@ void Replayer::OnEvent(const format::Event& e) {
       it->second.clear();
       break;
     }
+    case EventKind::kPyArenaAlloc:
+      arenas_.Insert(e.address, {e.size, e.stack, true});
+      arena_bytes_ += e.size;
+      p_->totals.arena_peak_bytes = std::max(p_->totals.arena_peak_bytes, arena_bytes_);
+      break;
+    case EventKind::kPyArenaFree:
+      if (arenas_.Remove(e.address, &block)) arena_bytes_ -= block.size;
+      break;
     default:  // every heap allocation kind
       if (format::IsHeapAlloc(e.kind)) {
-        if (e.kind == EventKind::kRealloc || e.kind == EventKind::kReallocArray) {
-          realloc_pending_.erase(e.thread);
-        }
+        realloc_pending_.erase(e.thread);  // any allocation ends a realloc in progress
         if (heap_.Remove(e.address, &block)) {  // a free we never saw (dropped): forget it
-          Release(block.stack, block.size);
+          Release(block.stack, block.size, block.python);
         }
-        heap_.Insert(e.address, {e.size, e.stack});
-        Allocate(e.stack, e.size, e.seq);
+        bool python = format::IsPythonAlloc(e.kind);
+        heap_.Insert(e.address, {e.size, e.stack, python});
+        Allocate(e.stack, e.size, e.seq, python);
       }
       break;
   }
@@ -268,11 +315,14 @@ void Replayer::Finish() {
     if (s.changed_in_epoch < peak_epoch_) {  // unchanged since the last peak
       s.stats.peak_bytes = s.live_bytes;
       s.stats.peak_blocks = s.live_blocks;
+      s.stats.python_peak_bytes = s.python_live_bytes;
     }
     s.stats.leaked_bytes = s.live_bytes;
     s.stats.leaked_blocks = s.live_blocks;
+    s.stats.python_leaked_bytes = s.python_live_bytes;
     p_->stacks[stack] = s.stats;
   }
+  p_->totals.arena_leaked_bytes = arena_bytes_;
   p_->totals.leaked_bytes = live_bytes_;
   p_->totals.leaked_blocks = live_blocks_;
   for (const auto& [start, region] : mappings_) p_->totals.mmap_leaked_bytes += region.end - start;

@@ -26,6 +26,11 @@ struct StackStats {
   uint64_t peak_blocks = 0;
   uint64_t leaked_bytes = 0;  // live bytes at the end of the capture
   uint64_t leaked_blocks = 0;
+  // The parts of the byte counts above that came from Python's allocator (the MEM and OBJ
+  // domains and RAW); the rest is native memory (malloc, mmap...).
+  uint64_t python_allocated_bytes = 0;
+  uint64_t python_peak_bytes = 0;
+  uint64_t python_leaked_bytes = 0;
 
   void Add(const StackStats& o) {
     allocations += o.allocations;
@@ -34,6 +39,9 @@ struct StackStats {
     peak_blocks += o.peak_blocks;
     leaked_bytes += o.leaked_bytes;
     leaked_blocks += o.leaked_blocks;
+    python_allocated_bytes += o.python_allocated_bytes;
+    python_peak_bytes += o.python_peak_bytes;
+    python_leaked_bytes += o.python_leaked_bytes;
   }
 };
 
@@ -47,6 +55,11 @@ struct Totals {
   uint64_t leaked_bytes = 0;
   uint64_t leaked_blocks = 0;
   uint64_t mmap_leaked_bytes = 0;  // part of leaked_bytes held in anonymous mappings
+  uint64_t python_allocated_bytes = 0;  // part of allocated_bytes from Python's allocator
+  // pymalloc's arenas: memory Python's small-object allocator holds from the system, apart
+  // from the objects in them (which the totals above count).
+  uint64_t arena_peak_bytes = 0;
+  uint64_t arena_leaked_bytes = 0;
   uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
   uint64_t dropped_events = 0;
   uint64_t events = 0;
@@ -65,11 +78,15 @@ struct Profile {
   bool has_process = false;
   std::optional<format::EndRecord> end;
   std::unordered_map<uint64_t, format::ModuleRecord> modules;
+  std::unordered_map<uint64_t, format::PythonCodeRecord> python_codes;
   std::vector<StackNode> nodes{StackNode{}};  // index = node id; [0] is the root
   std::unordered_map<uint64_t, StackStats> stacks;  // by stack id (innermost node)
   std::vector<format::TimeRecord> times;
   uint64_t thread_count = 0;
   Totals totals;
+  // The capture follows exec: the profile describes the last program image; these are the
+  // command lines of the images it replaced, first first.
+  std::vector<std::vector<std::string>> earlier_images;
   std::vector<std::string> warnings;
 
   // Seconds since the start of recording at which the event with this seq had happened.

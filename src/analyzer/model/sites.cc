@@ -31,7 +31,18 @@ const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
   auto it = unknown_.find(node.ip);
   if (it != unknown_.end()) return it->second;
   SourceFrame f;
-  if (node.ip == kTruncatedMarkerIp) {
+  if (format::IsPythonFrameIp(node.ip)) {
+    auto code = profile_.python_codes.find(format::PythonFrameCode(node.ip));
+    f.python = true;
+    f.module = "[python]";
+    f.line = static_cast<uint32_t>(format::PythonFrameLine(node.ip));
+    if (code != profile_.python_codes.end()) {
+      f.function = code->second.name;
+      f.file = code->second.filename;
+    } else {
+      f.function = "<unknown Python code>";
+    }
+  } else if (node.ip == kTruncatedMarkerIp) {
     f.function = "[stack truncated]";
   } else {
     f.module = "[unknown]";
@@ -50,6 +61,11 @@ std::vector<SourceFrame> StackResolver::Frames(uint64_t stack_id) {
 }
 
 size_t StackResolver::SiteIndex(const std::vector<SourceFrame>& frames) {
+  // In a Python program the answer is a Python line: the interpreter's and extensions' native
+  // frames inside it are how, not where (they stay in the full stack).
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i].python) return i;
+  }
   size_t i = 0;
   while (i + 1 < frames.size() && IsAllocatorFrame(frames[i])) ++i;
   return i;
@@ -74,7 +90,7 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
                site.function.empty() ? site.module_offset : 0};
         break;
       case GroupBy::kModule:
-        site = SourceFrame{"", "", 0, site.module, 0, false};
+        site = SourceFrame{"", "", 0, site.module, 0, false, site.python};
         key = {"", "", 0, site.module, 0};
         break;
       case GroupBy::kStack:

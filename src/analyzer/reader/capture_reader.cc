@@ -21,7 +21,18 @@ class OrderingVisitor : public format::RecordVisitor {
   explicit OrderingVisitor(format::RecordVisitor* out)
       : out_(out), orderer_([out](const format::Event& e) { out->OnEvent(e); }) {}
 
-  void OnProcess(const format::ProcessRecord& r) override { out_->OnProcess(r); }
+  // A second process record is the program image that replaced the first by exec: everything
+  // of the first image is delivered before it, and sequence numbers start over.
+  void OnProcess(const format::ProcessRecord& r) override {
+    if (seen_process_) {
+      orderer_.Finish();
+      orderer_.Restart();
+      if (end_) out_->OnEnd(*end_);
+      end_.reset();
+    }
+    seen_process_ = true;
+    out_->OnProcess(r);
+  }
   void OnModule(const format::ModuleRecord& r) override { out_->OnModule(r); }
   void OnModuleUnload(const format::ModuleUnloadRecord& r) override { out_->OnModuleUnload(r); }
   void OnThread(const format::ThreadRecord& r) override { out_->OnThread(r); }
@@ -30,6 +41,7 @@ class OrderingVisitor : public format::RecordVisitor {
   void OnTime(const format::TimeRecord& r) override { out_->OnTime(r); }
   void OnEnd(const format::EndRecord& r) override { end_ = r; }
   void OnDrops(const format::DropsRecord& r) override { out_->OnDrops(r); }
+  void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
 
   void Finish(ReadStatus* status) {
     orderer_.Finish();
@@ -44,6 +56,7 @@ class OrderingVisitor : public format::RecordVisitor {
   format::RecordVisitor* out_;
   EventOrderer orderer_;
   std::optional<format::EndRecord> end_;
+  bool seen_process_ = false;
 };
 
 }  // namespace

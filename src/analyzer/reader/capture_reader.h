@@ -2,7 +2,9 @@
 //
 // ReadCapture streams a capture file into a RecordVisitor: metadata records (process, modules,
 // threads, stack nodes, times) in file order, events in global sequence order (EventOrderer),
-// and the END record, if any, last. Memory use is bounded by the reordering window, not by
+// and the END record, if any, last. A capture may hold several program images of one process
+// (the agent follows exec): each starts with a process record, and everything of an image is
+// delivered before the next one's process record. Memory use is bounded by the reordering window, not by
 // the size of the capture.
 //
 // Damage is not fatal: a capture cut short (SIGKILL, full disk) or corrupt in the middle is

@@ -28,6 +28,8 @@ class EventOrderer {
   void Add(const format::Event& event);
   // Releases everything still held, in order, skipping gaps. Call at the end of the capture.
   void Finish();
+  // Starts over at sequence number 0 (a new program image after exec); call Finish first.
+  void Restart() { next_seq_ = 0; }
   uint64_t gaps() const { return gaps_; }  // missing sequence numbers skipped
 
  private:

@@ -30,6 +30,7 @@ struct SourceFrame {
   std::string module;    // path of the ELF object ("" for an unknown module id)
   uint64_t module_offset = 0;  // ip - load_bias: lets a user symbolize by hand later
   bool inlined = false;  // true: inlined into the next (outer) frame of the same ip
+  bool python = false;   // a Python frame (module is "[python]"), not a native one
 };
 
 class Symbolizer {

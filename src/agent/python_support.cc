@@ -1,0 +1,140 @@
+// src/agent/python_support.cc: see python_support.h and python_bridge.h.
+#include "agent/python_support.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "agent/python_bridge.h"
+#include "agent/recorder/recorder.h"
+
+namespace memlens::agent {
+namespace {
+
+constexpr uint64_t kMaxCodes = uint64_t{1} << 20;
+
+std::atomic<PythonCodeInfo*>* g_codes = nullptr;  // by id; mapped once, never freed
+std::atomic<uint64_t> g_next_code{1};
+std::atomic<MemlensPythonFrameReader> g_reader{nullptr};
+uintptr_t g_eval_begin = 0, g_eval_end = 0;
+
+void Say(const char* message) {
+  std::string line = std::string("memlens: ") + message + "\n";
+  ssize_t ignored = write(2, line.data(), line.size());
+  (void)ignored;
+}
+
+int BridgeEnter(const void* caller) {
+  if (!ShouldRecord(caller)) return 0;
+  t_in_hook = true;
+  return 1;
+}
+
+void BridgeLeave() { t_in_hook = false; }
+
+void BridgeRecordAlloc(uint8_t kind, const void* address, size_t size) {
+  RecordAlloc(static_cast<format::EventKind>(kind), address, size);
+}
+
+void BridgeRecordRelease(uint8_t kind, const void* address, size_t size) {
+  RecordRelease(static_cast<format::EventKind>(kind), address, size);
+}
+
+char* CopyString(const char* s) {
+  size_t n = std::strlen(s);
+  auto* copy = static_cast<char*>(std::malloc(n + 1));  // under the caller's guard: not recorded
+  if (copy) std::memcpy(copy, s, n + 1);
+  return copy;
+}
+
+uint64_t BridgeRegisterCode(const char* filename, const char* name, uint64_t first_line) {
+  if (!g_codes) return 0;
+  uint64_t id = g_next_code.fetch_add(1, std::memory_order_relaxed);
+  if (id >= kMaxCodes) return 0;
+  auto* info = static_cast<PythonCodeInfo*>(std::malloc(sizeof(PythonCodeInfo)));
+  if (!info) return 0;
+  info->filename = CopyString(filename ? filename : "");
+  info->name = CopyString(name ? name : "");
+  info->first_line = first_line;
+  g_codes[id].store(info, std::memory_order_release);
+  return id;
+}
+
+void BridgeSetRanges(uintptr_t hooks_begin, uintptr_t hooks_end, uintptr_t eval_begin,
+                     uintptr_t eval_end) {
+  AddSelfRange(hooks_begin, hooks_end);
+  g_eval_begin = eval_begin;
+  g_eval_end = eval_end;
+}
+
+void BridgeSetReader(MemlensPythonFrameReader reader) {
+  g_reader.store(reader, std::memory_order_release);
+}
+
+const MemlensAgentBridge kBridge = {
+    MEMLENS_PYTHON_BRIDGE_VERSION, BridgeEnter,     BridgeLeave,     BridgeRecordAlloc,
+    BridgeRecordRelease,           BridgeRegisterCode, BridgeSetRanges, BridgeSetReader,
+    Say};
+
+std::string OwnFolder() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void*>(&AttachPython), &info) || !info.dli_fname) return ".";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+void AttachPython() {
+  const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
+  if (!version) {
+    if (dlsym(RTLD_DEFAULT, "Py_GetVersion")) {
+      Say("this Python is older than 3.11, which memlens does not support: Python frames are "
+          "not recorded, only native allocations");
+    }
+    return;
+  }
+  unsigned major = (*version >> 24) & 0xff, minor = (*version >> 16) & 0xff;
+  std::string path = OwnFolder() + "/libmemlens_python" + std::to_string(major) + "." +
+                     std::to_string(minor) + ".so";
+  if (access(path.c_str(), R_OK) != 0) {
+    std::string message = "Python " + std::to_string(major) + "." + std::to_string(minor) +
+                          " is not supported by this memlens build (no " + path +
+                          "): Python frames are not recorded, only native allocations";
+    Say(message.c_str());
+    return;
+  }
+  void* mem = mmap(nullptr, kMaxCodes * sizeof(std::atomic<PythonCodeInfo*>), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return;
+  g_codes = static_cast<std::atomic<PythonCodeInfo*>*>(mem);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  auto attach = handle ? reinterpret_cast<MemlensPythonAttach>(dlsym(handle, "memlens_python_attach"))
+                       : nullptr;
+  if (!attach) {
+    std::string message = "cannot load " + path + ": " + (handle ? "no entry point" : dlerror());
+    Say(message.c_str());
+    return;
+  }
+  attach(&kBridge);
+}
+
+const PythonCodeInfo* FindPythonCode(uint64_t id) {
+  if (!g_codes || id == 0 || id >= kMaxCodes) return nullptr;
+  return g_codes[id].load(std::memory_order_acquire);
+}
+
+bool EvalLoopContains(uint64_t ip) { return ip - g_eval_begin < g_eval_end - g_eval_begin; }
+
+int ReadPythonFrames(uint64_t* frames, int max) {
+  MemlensPythonFrameReader reader = g_reader.load(std::memory_order_acquire);
+  return reader ? reader(frames, max) : 0;
+}
+
+}  // namespace memlens::agent

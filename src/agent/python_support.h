@@ -1,0 +1,31 @@
+// src/agent/python_support.h
+//
+// The agent's side of Python support (the bridge in python_bridge.h): finds an interpreter in
+// the process, loads the matching hooks library, and keeps what the writer needs to turn
+// Python frames into capture records (the code objects' names, the eval loop's address range).
+//
+// Runs on: the thread running the agent's constructor (AttachPython); application threads
+// (through the bridge); the writer thread (PythonCodeInfo, EvalLoopContains).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memlens::agent {
+
+struct PythonCodeInfo {
+  const char* filename;
+  const char* name;
+  uint64_t first_line;
+};
+
+// Loads libmemlens_python<major>.<minor>.so next to the agent when the process runs Python.
+void AttachPython();
+// The code object registered under id, or nullptr (unknown id).
+const PythonCodeInfo* FindPythonCode(uint64_t id);
+// True when ip lies in the interpreter's eval loop (_PyEval_EvalFrameDefault).
+bool EvalLoopContains(uint64_t ip);
+// Reads the calling thread's Python frames (innermost first) when a hooks library is attached.
+int ReadPythonFrames(uint64_t* frames, int max);
+
+}  // namespace memlens::agent

@@ -1,0 +1,228 @@
+// src/python/python_hooks.cc
+//
+// libmemlens_python<major>.<minor>.so: loaded by the agent (src/agent/python_support.cc) into
+// a Python process before the interpreter initializes. It wraps Python's three allocator
+// domains and pymalloc's arena allocator (PEP 445) so every allocation is recorded once, with
+// its domain, and gives the agent the calling thread's Python frames for every allocation,
+// native ones included.
+//
+// Runs on: application threads, inside allocation hooks: no allocation of our own except when
+// a code object is seen for the first time (under the GIL), no locks. Interned code objects
+// are kept alive (one reference each) so their ids are never reused.
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "agent/python_bridge.h"
+#include "format/records.h"
+#include "python/interpreter_frames.h"
+
+namespace memlens::python {
+namespace {
+
+using format::EventKind;
+
+const MemlensAgentBridge* g_bridge = nullptr;
+PyMemAllocatorEx g_original[3];  // by PyMemAllocatorDomain: RAW, MEM, OBJ
+PyObjectArenaAllocator g_original_arena;
+constexpr EventKind kDomainKinds[3] = {EventKind::kPyRawAlloc, EventKind::kPyMemAlloc,
+                                       EventKind::kPyObjAlloc};
+
+// --- code objects -> ids: insert-only, lock-free for readers ---------------------------------
+
+constexpr size_t kCodeSlots = size_t{1} << 20;
+struct CodeSlot {
+  std::atomic<PyCodeObject*> code;
+  std::atomic<uint64_t> id;
+};
+CodeSlot* g_code_slots = nullptr;  // mmap'd once
+std::atomic<size_t> g_code_count{0};
+
+size_t SlotOf(PyCodeObject* code) {
+  uint64_t h = reinterpret_cast<uintptr_t>(code);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return (h ^ (h >> 32)) & (kCodeSlots - 1);
+}
+
+// UTF-8 of a str without calling into the interpreter for the common (ASCII) case; otherwise
+// through the API with any pending exception kept intact.
+const char* Utf8(PyObject* text) {
+  if (!text || !PyUnicode_Check(text)) return "";
+  if (PyUnicode_IS_COMPACT_ASCII(text)) return static_cast<const char*>(PyUnicode_DATA(text));
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  const char* utf8 = PyUnicode_AsUTF8(text);
+  if (!utf8) PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
+  return utf8 ? utf8 : "?";
+}
+
+// The id of a code object; a new one is registered only by a thread holding the GIL (the
+// interpreter's lock then serializes insertions, and taking a reference is safe).
+uint64_t CodeId(PyCodeObject* code) {
+  for (size_t slot = SlotOf(code);; slot = (slot + 1) & (kCodeSlots - 1)) {
+    PyCodeObject* seen = g_code_slots[slot].code.load(std::memory_order_acquire);
+    if (seen == code) return g_code_slots[slot].id.load(std::memory_order_relaxed);
+    if (seen != nullptr) continue;
+    if (!PyGILState_Check() || g_code_count.load() * 4 > kCodeSlots * 3) return 0;
+    uint64_t id = g_bridge->register_code(Utf8(code->co_filename), Utf8(CodeName(code)),
+                                          static_cast<uint64_t>(code->co_firstlineno));
+    Py_INCREF(code);
+    g_code_slots[slot].id.store(id, std::memory_order_relaxed);
+    g_code_slots[slot].code.store(code, std::memory_order_release);
+    g_code_count.fetch_add(1);
+    return id;
+  }
+}
+
+int ReadFrames(uint64_t* out, int max) {
+  int n = 0;
+  for (InterpreterFrame* f = InnermostFrame(); f && n < max; f = OuterFrame(f)) {
+    if (IsIncomplete(f)) continue;
+    int line = FrameLine(f);
+    uint64_t frame = format::PythonFrameIp(CodeId(FrameCode(f)), line > 0 ? line : 0);
+    if (IsEntryFrame(f)) frame |= MEMLENS_PYTHON_ENTRY_BIT;
+    out[n++] = frame;
+  }
+  return n;
+}
+
+// --- the allocator wrappers; ctx is the domain ------------------------------------------------
+
+inline int DomainOf(void* ctx) { return static_cast<int>(reinterpret_cast<intptr_t>(ctx)); }
+
+void* Malloc(void* ctx, size_t size) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  if (!g_bridge->enter(__builtin_return_address(0))) return real.malloc(real.ctx, size);
+  void* p = real.malloc(real.ctx, size);
+  if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
+  g_bridge->leave();
+  return p;
+}
+
+void* Calloc(void* ctx, size_t count, size_t size) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  if (!g_bridge->enter(__builtin_return_address(0))) return real.calloc(real.ctx, count, size);
+  void* p = real.calloc(real.ctx, count, size);
+  if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, count * size);
+  g_bridge->leave();
+  return p;
+}
+
+// As the agent's realloc: the release before the call, the new block after, undone on failure.
+void* Realloc(void* ctx, void* ptr, size_t size) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  if (!g_bridge->enter(__builtin_return_address(0))) return real.realloc(real.ctx, ptr, size);
+  if (ptr) g_bridge->record_release(static_cast<uint8_t>(EventKind::kReallocOld), ptr, 0);
+  void* p = real.realloc(real.ctx, ptr, size);
+  if (p) {
+    g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
+  } else if (ptr) {
+    g_bridge->record_release(static_cast<uint8_t>(EventKind::kReallocFailed), ptr, 0);
+  }
+  g_bridge->leave();
+  return p;
+}
+
+void Free(void* ctx, void* ptr) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  if (!ptr || !g_bridge->enter(__builtin_return_address(0))) return real.free(real.ctx, ptr);
+  g_bridge->record_release(static_cast<uint8_t>(EventKind::kFree), ptr, 0);
+  real.free(real.ctx, ptr);
+  g_bridge->leave();
+}
+
+void* ArenaAlloc(void* ctx, size_t size) {
+  if (!g_bridge->enter(__builtin_return_address(0))) {
+    return g_original_arena.alloc(g_original_arena.ctx, size);
+  }
+  void* p = g_original_arena.alloc(g_original_arena.ctx, size);
+  if (p) g_bridge->record_alloc(static_cast<uint8_t>(EventKind::kPyArenaAlloc), p, size);
+  g_bridge->leave();
+  return p;
+}
+
+void ArenaFree(void* ctx, void* ptr, size_t size) {
+  if (!g_bridge->enter(__builtin_return_address(0))) {
+    return g_original_arena.free(g_original_arena.ctx, ptr, size);
+  }
+  g_bridge->record_release(static_cast<uint8_t>(EventKind::kPyArenaFree), ptr, size);
+  g_original_arena.free(g_original_arena.ctx, ptr, size);
+  g_bridge->leave();
+}
+
+// The address range of the executable segment holding `address`.
+bool TextRangeOf(const void* address, uintptr_t* begin, uintptr_t* end) {
+  struct Query {
+    uintptr_t address, begin = 0, end = 0;
+  } query{reinterpret_cast<uintptr_t>(address)};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* q = static_cast<Query*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && q->address - start < ph.p_memsz) {
+            q->begin = start;
+            q->end = start + ph.p_memsz;
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &query);
+  *begin = query.begin;
+  *end = query.end;
+  return query.end != 0;
+}
+
+}  // namespace
+}  // namespace memlens::python
+
+extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
+    const MemlensAgentBridge* bridge) {
+  using namespace memlens::python;
+  if (!bridge || bridge->version != MEMLENS_PYTHON_BRIDGE_VERSION) return 1;
+  if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16)) {
+    bridge->say("the Python hooks were built for another Python version: Python frames are not "
+                "recorded, only native allocations");
+    return 1;
+  }
+  void* slots = mmap(nullptr, kCodeSlots * sizeof(CodeSlot), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (slots == MAP_FAILED) return 1;
+  g_code_slots = static_cast<CodeSlot*>(slots);
+  g_bridge = bridge;
+
+  // Where the eval loop is, so the writer can put Python frames in its place.
+  uintptr_t hooks_begin, hooks_end, eval_begin = 0, eval_end = 0;
+  TextRangeOf(reinterpret_cast<const void*>(&ReadFrames), &hooks_begin, &hooks_end);
+  Dl_info info;
+  ElfW(Sym)* symbol = nullptr;
+  void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  if (eval && dladdr1(eval, &info, reinterpret_cast<void**>(&symbol), RTLD_DL_SYMENT) && symbol) {
+    eval_begin = reinterpret_cast<uintptr_t>(eval);
+    eval_end = eval_begin + symbol->st_size;
+  }
+  bridge->set_python_ranges(hooks_begin, hooks_end, eval_begin, eval_end);
+
+  static PyMemAllocatorEx wrappers[3];
+  for (int domain : {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ}) {
+    PyMem_GetAllocator(static_cast<PyMemAllocatorDomain>(domain), &g_original[domain]);
+    wrappers[domain] = {reinterpret_cast<void*>(static_cast<intptr_t>(domain)), Malloc, Calloc,
+                        Realloc, Free};
+    PyMem_SetAllocator(static_cast<PyMemAllocatorDomain>(domain), &wrappers[domain]);
+  }
+  static PyObjectArenaAllocator arena_wrapper;
+  PyObject_GetArenaAllocator(&g_original_arena);
+  arena_wrapper = {nullptr, ArenaAlloc, ArenaFree};
+  PyObject_SetArenaAllocator(&arena_wrapper);
+  bridge->set_frame_reader(ReadFrames);
+  return 0;
+}
