@@ -192,7 +192,14 @@ void NoteModulesChanged() { NoteModulesChangedForWriter(); }
 void BeforeDlclose() {
   if (g_state.load() == kRecording && !t_in_hook) DrainNow(1000);
 }
-void StopBeforeExec() { StopRecording(format::EndReason::kExec, 0); }
+void PauseBeforeExec() {
+  if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
+    PauseWriterForExec(kStopTimeoutMs);
+  }
+}
+void ResumeAfterFailedExec() {
+  if (g_state.load() == kRecording && getpid() == g_pid) ResumeWriter();
+}
 void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
 
 }  // namespace memlens::agent

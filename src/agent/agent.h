@@ -13,7 +13,9 @@ namespace memlens::agent {
 
 void NoteModulesChanged();
 void BeforeDlclose();  // lets the writer intern the closing library's frames first
-void StopBeforeExec();
+// exec: the capture is made whole for the new image; a failed exec resumes recording.
+void PauseBeforeExec();
+void ResumeAfterFailedExec();
 void StopBeforeExit(int status);
 
 }  // namespace memlens::agent

@@ -74,7 +74,9 @@ int Top(const TopOptions& o) {
     table.Print(std::cout);
     if (group == GroupBy::kStack) {
       for (size_t i = 0; i < rows.size(); ++i) {
-        std::cout << "\nstack #" << i + 1 << " (" << FormatBytes(SortValue(rows[i].stats, sort))
+        uint64_t value = SortValue(rows[i].stats, sort);
+        std::cout << "\nstack #" << i + 1 << " ("
+                  << (sort == SortBy::kCount ? FormatCount(value) + " allocations" : FormatBytes(value))
                   << "):\n";
         for (const auto& f : rows[i].stack) {
           std::cout << "    " << FunctionName(f) << "  " << SourceLocation(f) << "  ("

@@ -147,6 +147,17 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
 }
 
+TEST(Records, BatchCountsMustMatchTheColumns) {
+  // Two batches claiming 5 events each, but one kind byte: rejected before any column is read.
+  std::string lying = std::string(1, static_cast<char>(RecordType::kEvents)) +
+                      std::string("\x02\x01\x05\x02\x05\x01\x01\x01\x00\x01\x00\x00\x00", 13);
+  Collector c;
+  std::string error;
+  EXPECT_FALSE(DecodeRecords(lying, &c, &error));
+  EXPECT_NE(error.find("do not match"), std::string::npos) << error;
+  EXPECT_TRUE(c.events.empty());
+}
+
 std::string WriteTemp(const std::string& bytes) {
   char path[] = "/tmp/memlens-format-test-XXXXXX";
   int fd = mkstemp(path);

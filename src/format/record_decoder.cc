@@ -15,6 +15,7 @@ class Cursor {
       : begin_(reinterpret_cast<const uint8_t*>(data.data())), p_(begin_), end_(p_ + data.size()) {}
 
   bool AtEnd() const { return p_ >= end_; }
+  uint64_t Remaining() const { return static_cast<uint64_t>(end_ - p_); }
   bool ok() const { return ok_; }
   size_t offset() const { return p_ - begin_; }
 
@@ -78,12 +79,20 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error) {
   for (uint64_t b = 0; b < batch_count && c->ok(); ++b) {
     uint32_t thread = static_cast<uint32_t>(c->Varint());
     uint64_t count = c->Varint();
+    if (count > (uint64_t{1} << 32)) {
+      *error = "implausible event batch size";
+      return false;
+    }
     total += count;
     batches.push_back({thread, count});
   }
   Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), addresses = TakeColumn(c),
          sizes = TakeColumn(c), stacks = TakeColumn(c);
   if (!c->ok()) return false;
+  if (kinds.Remaining() != total) {  // one kind byte per event: the counts must add up
+    *error = "event counts do not match the kinds column";
+    return false;
+  }
   // Address deltas: a width byte, then `width` planes of `total` bytes (see the encoder).
   uint8_t width = addresses.Byte();
   if (!addresses.ok() || width > 8 || total > (uint64_t{1} << 40)) {

@@ -1,12 +1,13 @@
 // src/format/records.h
 //
 // The capture format: the contract between the agent (which writes) and the analyzer (which
-// reads). Byte-level specification: docs/capture-format.md; keep the two in step, and bump
-// kFormatMinor for a compatible addition, kFormatMajor for anything an older reader would
-// misread.
+// reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
+// carry no length, so a reader cannot skip what it does not know: a new record type or event
+// kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
+// there are none yet). Nothing was released before Python support, which is part of 1.0.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
-// sequence of records: a varint record type followed by that type's fields. The structs below
+// sequence of records: a one-byte record type followed by that type's fields. The structs below
 // are the decoded form of each record; RecordEncoder and RecordDecoder convert.
 #pragma once
 

@@ -123,3 +123,22 @@ def test_failing_disk_ends_the_capture_but_not_the_program(tmp_path):
     assert capture.stat().st_size <= 16 * 1024
     summary = Recorded(proc, capture).analyze("summary")
     assert summary["capture"]["complete"] is False
+
+
+def test_failed_exec_keeps_recording(record):
+    r = record("failed_exec")
+    assert r.proc.returncode == 0 and r.proc.stdout == "still here\n"
+    assert r.row_at("failed_exec.c", "before")["leaked_bytes"] == 1234
+    assert r.row_at("failed_exec.c", "after")["leaked_bytes"] == 4321
+    summary = r.analyze("summary")
+    assert summary["capture"]["end_reason"] == "exit" and summary["process"]["earlier_images"] == []
+
+
+def test_exited_threads_give_their_buffers_back(record):
+    r = record("many_threads", timeout=120)
+    assert r.proc.returncode == 0
+    growth_mib = int(r.proc.stdout)
+    assert growth_mib < 32, f"address space grew {growth_mib} MiB over 380 short-lived threads"
+    work = r.row_at("many_threads.c", "work")
+    assert work["allocations"] == 400 * 1000 and work["leaked_bytes"] == 0
+    assert r.analyze("summary")["process"]["threads"] == 401

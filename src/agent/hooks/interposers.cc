@@ -39,6 +39,13 @@ inline bool EnterFrom(const void* caller) {
 }
 #define Enter() EnterFrom(__builtin_return_address(0))
 
+// exec returned: it failed, and this image records on.
+void AfterFailedExec() {
+  int saved_errno = errno;
+  memlens::agent::ResumeAfterFailedExec();
+  errno = saved_errno;
+}
+
 void* BootstrapCalloc(size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) return nullptr;
@@ -83,10 +90,11 @@ static void* ReallocCommon(const void* caller, void* ptr, size_t size, EventKind
   HookGuard guard;
   if (ptr) RecordRelease(EventKind::kReallocOld, ptr, 0);
   void* p = call(ptr, n, size);
-  size_t total = n * size;
+  size_t total;
+  bool overflow = __builtin_mul_overflow(n, size, &total);
   if (p) {
     RecordAlloc(kind, p, total);
-  } else if (ptr && total != 0) {
+  } else if (ptr && (total != 0 || overflow)) {  // realloc(p, 0) frees; anything else failed
     RecordRelease(EventKind::kReallocFailed, ptr, 0);
   }
   return p;
@@ -224,27 +232,35 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                  char* const envp[]) {
   Enter();
-  memlens::agent::StopBeforeExec();
-  return real::execve(path, argv, envp);
+  memlens::agent::PauseBeforeExec();
+  int rc = real::execve(path, argv, envp);
+  AfterFailedExec();
+  return rc;
 }
 
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
   Enter();
-  memlens::agent::StopBeforeExec();
-  return real::execv(path, argv);
+  memlens::agent::PauseBeforeExec();
+  int rc = real::execv(path, argv);
+  AfterFailedExec();
+  return rc;
 }
 
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
   Enter();
-  memlens::agent::StopBeforeExec();
-  return real::execvp(file, argv);
+  memlens::agent::PauseBeforeExec();
+  int rc = real::execvp(file, argv);
+  AfterFailedExec();
+  return rc;
 }
 
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
                                                   char* const envp[]) {
   Enter();
-  memlens::agent::StopBeforeExec();
-  return real::execvpe(file, argv, envp);
+  memlens::agent::PauseBeforeExec();
+  int rc = real::execvpe(file, argv, envp);
+  AfterFailedExec();
+  return rc;
 }
 
 // The execl family takes its arguments inline; gather them and go through the vector forms.

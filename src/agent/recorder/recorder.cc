@@ -40,7 +40,6 @@ namespace {
 thread_local ThreadBuffer* t_buffer = nullptr;
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_dropped_reported{0};
-pthread_key_t g_thread_exit_key;
 
 // Reads our executable segment from our own ELF header, mapped at __ehdr_start: no lock, no
 // syscall, safe at the very first malloc.
@@ -61,18 +60,17 @@ void FindSelfRange() {
   }
 }
 
-void OnThreadExit(void*) { RetireThisThread(); }
-
 uint64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
 }
 
+// A thread takes a buffer at its first event and keeps it for life; the writer gives it back
+// once the thread is gone (writer.cc). No thread-exit hook: other libraries' thread-exit code
+// (libunwind's cache cleanup, say) runs after any hook of ours and still allocates.
 ThreadBuffer* ThisThreadBuffer() {
-  if (t_buffer) return t_buffer;
-  t_buffer = AcquireThreadBuffer();
-  if (t_buffer) pthread_setspecific(g_thread_exit_key, t_buffer);  // arms OnThreadExit
+  if (!t_buffer) t_buffer = AcquireThreadBuffer();
   return t_buffer;
 }
 
@@ -139,7 +137,6 @@ int CaptureStack(uint64_t* frames, uint8_t* truncated) {
 
 void InitializeRecorder() {
   FindSelfRange();
-  pthread_key_create(&g_thread_exit_key, OnThreadExit);
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
@@ -179,12 +176,6 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   event->frame_count = 0;
   event->record_size = sizeof(RawEvent);
   Publish(buffer, event);
-}
-
-void RetireThisThread() {
-  if (!t_buffer) return;
-  t_buffer->state.store(ThreadBuffer::kRetired, std::memory_order_release);
-  t_buffer = nullptr;
 }
 
 uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }

@@ -69,9 +69,6 @@ class HookGuard {
 void RecordAlloc(format::EventKind kind, const void* address, size_t size);
 void RecordRelease(format::EventKind kind, const void* address, size_t size);
 
-// Called by the pthread key destructor when a thread exits.
-void RetireThisThread();
-
 // Counters for the END record and the summary.
 uint64_t EventsRecorded();
 uint64_t TakeDroppedEvents();  // since the last call

@@ -6,9 +6,9 @@
 // Runs on: the owning application thread (Reserve/Commit) and the writer thread (Drain).
 // Hot-path rules apply to Reserve/Commit: no heap, no locks, no syscalls, no exceptions.
 // Thread safety: single producer, single consumer; they meet only through head_ and tail_,
-// published with release/acquire ordering. Buffers are mmap'd once and never unmapped: a
-// thread that exits gives its buffer back (kRetired), the writer drains it and marks it kFree
-// for the next new thread.
+// published with release/acquire ordering. Buffers are mmap'd once and never unmapped: when
+// the writer sees that a buffer's thread has exited, it retires the buffer (kRetired), drains
+// it, and marks it kFree for the next new thread.
 #pragma once
 
 #include <atomic>

@@ -15,6 +15,13 @@ inline uint64_t Mix(uint64_t h) {
 
 StackInterner::StackInterner() : nodes_(1, Node{0, 0}), children_(1 << 12), stacks_(1 << 12) {}
 
+void StackInterner::ForgetPaths() {
+  children_.assign(children_.size(), ChildSlot{0, 0, 0});
+  children_used_ = 0;
+  stacks_.assign(stacks_.size(), StackSlot{0, 0});
+  stacks_used_ = 0;
+}
+
 uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
   uint64_t h = 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(count);
   for (int i = 0; i < count; ++i) h = Mix(h ^ frames[i]) + 0x9e3779b97f4a7c15ULL;

@@ -24,6 +24,9 @@ class StackInterner {
   uint64_t Intern(const uint64_t* frames, int count, Fn&& on_new_node);
 
   size_t node_count() const { return nodes_.size() - 1; }
+  // From now on every stack gets new nodes (ids go on rising): after a module is unloaded the
+  // same addresses may belong to another library.
+  void ForgetPaths();
 
  private:
   struct Node {

@@ -30,11 +30,16 @@ namespace {
 constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
 constexpr size_t kChunkEvents = 1 << 17;  // events per chunk (a few MiB uncompressed at most)
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
+constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
+constexpr size_t kMaxMetaBytes = 8 << 20;  // stack nodes etc. per chunk (chunks stay < 64 MiB)
 
 std::atomic<bool> g_stop_requested{false};
 std::atomic<bool> g_modules_changed{false};
 std::atomic<uint64_t> g_drain_requested{0};  // DrainNow tickets...
 std::atomic<uint64_t> g_drain_done{0};       // ...and the last one a finished round covered
+std::atomic<uint64_t> g_pause_requested{0};  // PauseWriterForExec tickets...
+std::atomic<uint64_t> g_pause_done{0};       // ...and the last one honoured
+std::atomic<bool> g_paused{false};
 format::EndReason g_stop_reason = format::EndReason::kExit;
 int64_t g_stop_detail = 0;
 pthread_t g_writer_thread;
@@ -57,7 +62,10 @@ class Writer {
   void Run();
 
  private:
+  void WriteEnd(format::EndReason reason, int64_t detail);
+  void PauseForExec();
   size_t DrainAll();
+  void RetireExitedThreads();
   void DrainBuffer(ThreadBuffer* buffer);
   void EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw);
   uint64_t InternStack(const RawEvent& raw);
@@ -83,10 +91,10 @@ class Writer {
   std::vector<uint64_t> frames_;
   std::vector<bool> described_codes_;  // kPythonCode records written, by code id
   bool failed_ = false;
-  uint64_t lost_after_failure_ = 0;
   uint64_t last_time_seq_ = 0;
   uint64_t last_time_ns_ = 0;
   uint64_t last_flush_ns_ = 0;
+  uint64_t last_liveness_check_ns_ = 0;
   uint32_t batch_thread_ = 0;
   bool in_batch_ = false;
 };
@@ -106,6 +114,10 @@ void Writer::Run() {
   Flush();
   for (;;) {
     const uint32_t wake_seen = g_writer_wake.load(std::memory_order_acquire);
+    if (g_pause_requested.load(std::memory_order_acquire) >
+        g_pause_done.load(std::memory_order_relaxed)) {
+      PauseForExec();
+    }
     const bool stopping = g_stop_requested.load(std::memory_order_acquire);
     const uint64_t drain_ticket = g_drain_requested.load(std::memory_order_acquire);
     if (g_modules_changed.exchange(false, std::memory_order_acq_rel)) RescanModules();
@@ -115,7 +127,8 @@ void Writer::Run() {
     MaybeRecordTime(stopping);
     if (stopping) break;
     uint64_t now = MonotonicNs();
-    if (event_encoder_.pending_events() >= kChunkEvents || now - last_flush_ns_ >= kFlushIntervalNs) {
+    if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes ||
+        now - last_flush_ns_ >= kFlushIntervalNs) {
       Flush();
     }
     // Sleep until a producer nudges us or the next round is due: short while events flow.
@@ -124,28 +137,60 @@ void Writer::Run() {
   }
   // Final round: everything committed before the stop request is in the buffers now.
   DrainAll();
+  WriteEnd(g_stop_reason, g_stop_detail);
+  close(fd_);
+}
+
+void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
   MaybeRecordTime(true);
-  uint64_t dropped = TakeDroppedEvents() + lost_after_failure_;
+  uint64_t dropped = TakeDroppedEvents();
   if (dropped) meta_encoder_.Drops({dropped});
   format::EndRecord end;
-  end.reason = g_stop_reason;
-  end.detail = g_stop_detail;
+  end.reason = reason;
+  end.detail = detail;
   end.monotonic_ns = MonotonicNs() - process_.start_monotonic_ns;
   end.events = EventsRecorded();
-  end.dropped = DroppedEventsTotal() + lost_after_failure_;
+  end.dropped = DroppedEventsTotal();
   meta_encoder_.End(end);
   Flush();
-  close(fd_);
+}
+
+// The image is about to be replaced: leave the file whole for the next one, then write nothing
+// until resumed (a failed exec) or stopped.
+void Writer::PauseForExec() {
+  uint64_t ticket = g_pause_requested.load(std::memory_order_acquire);
+  DrainAll();
+  WriteEnd(format::EndReason::kExec, 0);
+  g_pause_done.store(ticket, std::memory_order_release);
+  while (g_paused.load(std::memory_order_acquire) &&
+         !g_stop_requested.load(std::memory_order_acquire)) {
+    timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// A thread that has exited can write nothing more: its buffer, once drained, is free for the
+// next new thread. (A reused thread id only delays this.)
+void Writer::RetireExitedThreads() {
+  uint64_t now = MonotonicNs();
+  if (now - last_liveness_check_ns_ < kLivenessCheckNs) return;
+  last_liveness_check_ns_ = now;
+  for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
+    if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive) continue;
+    if (syscall(SYS_tgkill, getpid(), b->tid, 0) != 0 && errno == ESRCH) {
+      b->state.store(ThreadBuffer::kRetired, std::memory_order_release);
+    }
+  }
 }
 
 size_t Writer::DrainAll() {
   size_t before = event_encoder_.pending_events();
+  RetireExitedThreads();
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
     int state = b->state.load(std::memory_order_acquire);
     if (state == ThreadBuffer::kFree) continue;
     DrainBuffer(b);
     if (state == ThreadBuffer::kRetired) {
-      // Its thread is gone and everything it wrote was visible before kRetired: recycle.
       b->announced = false;
       b->state.store(ThreadBuffer::kFree, std::memory_order_release);
     }
@@ -181,7 +226,8 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   event.size = raw.size;
   event.stack = format::HasStack(event.kind) ? InternStack(raw) : 0;
   event_encoder_.AddEvent(event);
-  if (event_encoder_.pending_events() >= kChunkEvents) {  // keep chunks bounded mid-batch
+  if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes) {
+    // keep chunks bounded, even in the middle of a batch
     event_encoder_.EndEvents();
     in_batch_ = false;
     Flush();
@@ -255,6 +301,8 @@ void Writer::RescanModules() {
   std::vector<format::ModuleRecord> loaded;
   std::vector<uint64_t> unloaded;
   modules_.Rescan(&loaded, &unloaded);
+  // A library loaded later at the same address must not inherit the closed one's nodes.
+  if (!unloaded.empty()) interner_.ForgetPaths();
   for (uint64_t id : unloaded) meta_encoder_.ModuleUnload({id});
   for (const auto& m : loaded) meta_encoder_.Module(m);
 }
@@ -353,6 +401,25 @@ bool IsWriterThread() {
 }
 
 void NoteModulesChangedForWriter() { g_modules_changed.store(true, std::memory_order_release); }
+
+void PauseWriterForExec(int timeout_ms) {
+  if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
+  g_paused.store(true, std::memory_order_release);
+  uint64_t ticket = g_pause_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+  WakeWriter();
+  for (int waited_us = 0; g_pause_done.load(std::memory_order_acquire) < ticket &&
+                          g_writer_running.load(std::memory_order_acquire) &&
+                          waited_us < timeout_ms * 1000;
+       waited_us += 100) {
+    timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+void ResumeWriter() {
+  g_paused.store(false, std::memory_order_release);
+  WakeWriter();
+}
 
 void DrainNow(int timeout_ms) {
   if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;

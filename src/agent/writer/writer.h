@@ -24,6 +24,11 @@ void WaitForWriter(int timeout_ms);
 bool IsWriterThread();
 // dlopen/dlclose happened: rescan modules on the next round.
 void NoteModulesChangedForWriter();
+// Before an exec: the writer drains, writes an END record (reason exec) and flushes, then
+// writes nothing until ResumeWriter, so the new image can append to a file with no chunk cut
+// in half. Waits at most timeout_ms. If the exec fails, ResumeWriter and recording goes on.
+void PauseWriterForExec(int timeout_ms);
+void ResumeWriter();
 // Waits (at most timeout_ms) until the writer has drained everything committed so far. Used
 // before dlclose, so frames of the closing library are interned while it is still mapped.
 void DrainNow(int timeout_ms);

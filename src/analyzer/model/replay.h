@@ -4,7 +4,7 @@
 // analyzer knows, per call stack, what was allocated, what was live at the peak of the whole
 // heap, and what was still live at the end. The result, a Profile, is what every view reads.
 //
-// "Heap in use" counts malloc-family blocks and anonymous mappings (docs/analysis.md).
+// "Heap in use" counts malloc-family blocks and anonymous mappings (docs/architecture.md).
 // Runs on: the analyzer's main thread.
 #pragma once
 
