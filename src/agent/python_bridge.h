@@ -35,6 +35,8 @@ struct MemlensAgentBridge {
    * recorded twice. caller: the return address of the allocator function. */
   int (*enter)(const void* caller);
   void (*leave)(void);
+  /* Nonzero while this process records, whether or not the thread is inside the agent. */
+  int (*recording)(void);
   /* kind: a format::EventKind. Python frames are read through the registered reader. */
   void (*record_alloc)(uint8_t kind, const void* address, size_t size);
   void (*record_release)(uint8_t kind, const void* address, size_t size);

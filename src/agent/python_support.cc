@@ -37,6 +37,8 @@ int BridgeEnter(const void* caller) {
 
 void BridgeLeave() { t_in_hook = false; }
 
+int BridgeRecording() { return g_state.load(std::memory_order_relaxed) == kRecording; }
+
 void BridgeRecordAlloc(uint8_t kind, const void* address, size_t size) {
   RecordAlloc(static_cast<format::EventKind>(kind), address, size);
 }
@@ -77,7 +79,7 @@ void BridgeSetReader(MemlensPythonFrameReader reader) {
 }
 
 const MemlensAgentBridge kBridge = {
-    MEMLENS_PYTHON_BRIDGE_VERSION, BridgeEnter,     BridgeLeave,     BridgeRecordAlloc,
+    MEMLENS_PYTHON_BRIDGE_VERSION, BridgeEnter,     BridgeLeave,     BridgeRecording, BridgeRecordAlloc,
     BridgeRecordRelease,           BridgeRegisterCode, BridgeSetRanges, BridgeSetReader,
     Say};
 

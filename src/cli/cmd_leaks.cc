@@ -65,7 +65,7 @@ int Leaks(const LeaksOptions& o) {
                 << " allocated here in all)\n";
       size_t site = StackResolver::SiteIndex(r.stack);
       for (size_t f = 0; f < r.stack.size(); ++f) {
-        const auto& frame = r.stack[f];
+        const SourceFrame& frame = *r.stack[f];
         std::string location = SourceLocation(frame);
         std::cout << (f == site ? "    at " : "       ") << FunctionName(frame)
                   << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(frame)

@@ -3,7 +3,9 @@
 // `memlens run [-o FILE] -- PROGRAM [ARGS...]`: runs PROGRAM with the agent preloaded, passes
 // its stdin/stdout/stderr through untouched, and exits with its status (128+N when it was
 // killed by signal N). memlens's own messages go to stderr and start with "memlens:".
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -85,6 +87,60 @@ std::string AbsolutePath(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
+// Runs argv and returns its standard output ("" when it cannot run).
+std::string OutputOf(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);
+    close(fds[0]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    unsetenv("LD_PRELOAD");
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, n);
+  close(fds[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  return out;
+}
+
+// A Python interpreter is recorded with its Python frames only where this memlens has hooks for
+// its version (libmemlens_python<major>.<minor>.so next to the agent); any other is refused
+// rather than read wrongly.
+bool CheckPython(const std::string& program, const std::string& agent, std::string* error) {
+  if (Basename(program).rfind("python", 0) != 0) return true;
+  std::string version = OutputOf({program, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"});
+  while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
+  if (version.empty()) return true;  // not an interpreter after all: run it as it is
+  std::string hooks = Dirname(agent) + "/libmemlens_python" + version + ".so";
+  if (access(hooks.c_str(), R_OK) == 0) return true;
+  std::string supported;
+  if (DIR* dir = opendir(Dirname(agent).c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name.rfind("libmemlens_python", 0) == 0 && name.size() > 20) {
+        supported += (supported.empty() ? "" : ", ") + name.substr(17, name.size() - 20);
+      }
+    }
+    closedir(dir);
+  }
+  *error = "Python " + version + " is not supported: this memlens reads the frames of Python " +
+           (supported.empty() ? std::string("(none: built without Python headers)") : supported) +
+           "; run a supported interpreter";
+  return false;
+}
+
 void ForwardSignal(int signo) {
   if (g_child > 0) kill(g_child, signo);
 }
@@ -99,6 +155,7 @@ int Run(const RunOptions& options) {
   if (access(agent.c_str(), R_OK) != 0) {
     return Complain("cannot find the agent library at '" + agent + "' (set MEMLENS_AGENT)");
   }
+  if (!CheckPython(command[0], agent, &error)) return Complain(error);
   std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
   if (!output.empty()) {
     if (FILE* probe = fopen(output.c_str(), "ab")) {

@@ -78,9 +78,9 @@ int Top(const TopOptions& o) {
         std::cout << "\nstack #" << i + 1 << " ("
                   << (sort == SortBy::kCount ? FormatCount(value) + " allocations" : FormatBytes(value))
                   << "):\n";
-        for (const auto& f : rows[i].stack) {
-          std::cout << "    " << FunctionName(f) << "  " << SourceLocation(f) << "  ("
-                    << ModuleName(f) << (f.inlined ? ", inlined" : "") << ")\n";
+        for (const SourceFrame* f : rows[i].stack) {
+          std::cout << "    " << FunctionName(*f) << "  " << SourceLocation(*f) << "  ("
+                    << ModuleName(*f) << (f->inlined ? ", inlined" : "") << ")\n";
         }
       }
     }

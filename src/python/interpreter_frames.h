@@ -41,9 +41,12 @@ inline bool IsIncomplete(InterpreterFrame* frame) { return _PyFrame_IsIncomplete
 
 inline PyCodeObject* FrameCode(InterpreterFrame* frame) { return frame->f_code; }
 
-inline int FrameLine(InterpreterFrame* frame) {
-  return PyCode_Addr2Line(frame->f_code,
-                          _PyInterpreterFrame_LASTI(frame) * static_cast<int>(sizeof(_Py_CODEUNIT)));
+// The index of the frame's current instruction in its code.
+inline int FrameInstruction(InterpreterFrame* frame) { return _PyInterpreterFrame_LASTI(frame); }
+
+// The source line of an instruction (CPython walks the line table: cache the answer).
+inline int InstructionLine(PyCodeObject* code, int instruction) {
+  return PyCode_Addr2Line(code, instruction * static_cast<int>(sizeof(_Py_CODEUNIT)));
 }
 
 // True for the first frame run by one call of the eval loop (_PyEval_EvalFrameDefault).

@@ -81,12 +81,41 @@ uint64_t CodeId(PyCodeObject* code) {
   }
 }
 
+// Lines by (code, instruction), per thread: CPython finds a line by walking the code's line
+// table from its start, which was over half of the recording time of object-heavy programs.
+// Only interned code objects are cached: they live for ever, so an entry is never stale.
+struct LineCacheEntry {
+  PyCodeObject* code;
+  int instruction;
+  int line;
+};
+constexpr size_t kLineCacheEntries = 1024;
+thread_local LineCacheEntry* t_line_cache = nullptr;
+
+int LineOf(PyCodeObject* code, uint64_t code_id, int instruction) {
+  if (code_id == 0) return InstructionLine(code, instruction);
+  if (!t_line_cache) {  // mapped directly: we are inside an allocation hook
+    void* mem = mmap(nullptr, kLineCacheEntries * sizeof(LineCacheEntry), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return InstructionLine(code, instruction);
+    t_line_cache = static_cast<LineCacheEntry*>(mem);
+  }
+  size_t h = (reinterpret_cast<uintptr_t>(code) >> 4) * 31 + static_cast<unsigned>(instruction);
+  LineCacheEntry& entry = t_line_cache[(h ^ (h >> 11)) & (kLineCacheEntries - 1)];
+  if (entry.code != code || entry.instruction != instruction) {
+    entry = {code, instruction, InstructionLine(code, instruction)};
+  }
+  return entry.line;
+}
+
 int ReadFrames(uint64_t* out, int max) {
   int n = 0;
   for (InterpreterFrame* f = InnermostFrame(); f && n < max; f = OuterFrame(f)) {
     if (IsIncomplete(f)) continue;
-    int line = FrameLine(f);
-    uint64_t frame = format::PythonFrameIp(CodeId(FrameCode(f)), line > 0 ? line : 0);
+    PyCodeObject* code = FrameCode(f);
+    uint64_t id = CodeId(code);
+    int line = LineOf(code, id, FrameInstruction(f));
+    uint64_t frame = format::PythonFrameIp(id, line > 0 ? line : 0);
     if (IsEntryFrame(f)) frame |= MEMLENS_PYTHON_ENTRY_BIT;
     out[n++] = frame;
   }
@@ -138,23 +167,26 @@ void Free(void* ctx, void* ptr) {
   g_bridge->leave();
 }
 
+// pymalloc takes and returns arenas from inside an object allocation or free, whose wrapper
+// has already marked the thread as inside the agent: arenas are recorded all the same (and the
+// mmap/munmap under them, being nested, are not).
 void* ArenaAlloc(void* ctx, size_t size) {
-  if (!g_bridge->enter(__builtin_return_address(0))) {
-    return g_original_arena.alloc(g_original_arena.ctx, size);
-  }
+  int entered = g_bridge->enter(__builtin_return_address(0));
   void* p = g_original_arena.alloc(g_original_arena.ctx, size);
-  if (p) g_bridge->record_alloc(static_cast<uint8_t>(EventKind::kPyArenaAlloc), p, size);
-  g_bridge->leave();
+  if (p && (entered || g_bridge->recording())) {
+    g_bridge->record_alloc(static_cast<uint8_t>(EventKind::kPyArenaAlloc), p, size);
+  }
+  if (entered) g_bridge->leave();
   return p;
 }
 
 void ArenaFree(void* ctx, void* ptr, size_t size) {
-  if (!g_bridge->enter(__builtin_return_address(0))) {
-    return g_original_arena.free(g_original_arena.ctx, ptr, size);
+  int entered = g_bridge->enter(__builtin_return_address(0));
+  if (entered || g_bridge->recording()) {
+    g_bridge->record_release(static_cast<uint8_t>(EventKind::kPyArenaFree), ptr, size);
   }
-  g_bridge->record_release(static_cast<uint8_t>(EventKind::kPyArenaFree), ptr, size);
   g_original_arena.free(g_original_arena.ctx, ptr, size);
-  g_bridge->leave();
+  if (entered) g_bridge->leave();
 }
 
 // The address range of the executable segment holding `address`.

@@ -13,12 +13,12 @@ inline uint64_t Mix(uint64_t h) {
 
 }  // namespace
 
-StackInterner::StackInterner() : nodes_(1, Node{0, 0}), children_(1 << 12), stacks_(1 << 12) {}
+StackInterner::StackInterner() : children_(1 << 12), stacks_(1 << 12) {}
 
 void StackInterner::ForgetPaths() {
   children_.assign(children_.size(), ChildSlot{0, 0, 0});
   children_used_ = 0;
-  stacks_.assign(stacks_.size(), StackSlot{0, 0});
+  stacks_.assign(stacks_.size(), StackSlot{0, 0, 0, 0});
   stacks_used_ = 0;
 }
 
@@ -26,14 +26,6 @@ uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
   uint64_t h = 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(count);
   for (int i = 0; i < count; ++i) h = Mix(h ^ frames[i]) + 0x9e3779b97f4a7c15ULL;
   return h == 0 ? 1 : h;
-}
-
-bool StackInterner::Matches(uint64_t id, const uint64_t* frames, int count) const {
-  for (int i = 0; i < count; ++i) {
-    if (id == 0 || nodes_[id].ip != frames[i]) return false;
-    id = nodes_[id].parent;
-  }
-  return id == 0;
 }
 
 uint64_t StackInterner::Child(uint64_t parent, uint64_t ip, bool* created) {
@@ -44,8 +36,7 @@ uint64_t StackInterner::Child(uint64_t parent, uint64_t ip, bool* created) {
       return children_[slot].id;
     }
   }
-  uint64_t id = nodes_.size();
-  nodes_.push_back({parent, ip});
+  uint64_t id = next_id_++;
   children_[slot] = {parent + 1, ip, id};
   *created = true;
   if (++children_used_ * 2 > children_.size()) GrowChildren();

@@ -125,10 +125,11 @@ void WriteStats(JsonWriter* json, const StackStats& s) {
   json->Field("python_leaked_bytes", s.python_leaked_bytes);
 }
 
-void WriteStack(JsonWriter* json, std::string_view key, const std::vector<SourceFrame>& frames) {
+void WriteStack(JsonWriter* json, std::string_view key,
+                const std::vector<const SourceFrame*>& frames) {
   json->Key(key);
   json->BeginArray();
-  for (const auto& f : frames) WriteFrame(json, f);
+  for (const SourceFrame* f : frames) WriteFrame(json, *f);
   json->EndArray();
 }
 

@@ -61,6 +61,7 @@ class JsonWriter {
 
 void WriteFrame(JsonWriter* json, const SourceFrame& frame);
 void WriteStats(JsonWriter* json, const StackStats& stats);
-void WriteStack(JsonWriter* json, std::string_view key, const std::vector<SourceFrame>& frames);
+void WriteStack(JsonWriter* json, std::string_view key,
+                const std::vector<const SourceFrame*>& frames);
 
 }  // namespace memlens::analyzer

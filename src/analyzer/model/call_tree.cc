@@ -25,23 +25,20 @@ std::unique_ptr<TreeNode> BuildCallTree(const Profile& profile, StackResolver* r
   for (const auto& [stack_id, stats] : profile.stacks) {
     uint64_t value = SortValue(stats, metric);
     if (value == 0) continue;
-    std::vector<SourceFrame> frames = resolver->Frames(stack_id);
+    Stack frames = resolver->Frames(stack_id);
     size_t site = StackResolver::SiteIndex(frames);
     TreeNode* node = root.get();
     node->total += value;
     if (bottom_up) {
       for (size_t i = site; i < frames.size(); ++i) {
-        node = ChildFor(node, frames[i]);
+        node = ChildFor(node, *frames[i]);
         node->total += value;
+        // In a bottom-up tree the first level carries the bytes allocated right there.
+        if (i == site) node->self += value;
       }
-      // In a bottom-up tree the first level carries the bytes allocated right there.
-      if (site < frames.size()) root->index.at({frames[site].function, frames[site].file,
-                                                frames[site].line, frames[site].module,
-                                                frames[site].function.empty() ? frames[site].module_offset : 0})
-                                    ->self += value;
     } else {
       for (size_t i = frames.size(); i > site; --i) {
-        node = ChildFor(node, frames[i - 1]);
+        node = ChildFor(node, *frames[i - 1]);
         node->total += value;
       }
       node->self += value;

@@ -19,6 +19,17 @@ bool IsAllocatorFrame(const SourceFrame& f) {
          f.file.rfind("/usr/include/", 0) == 0 || f.file.rfind("/usr/lib/gcc/", 0) == 0;
 }
 
+// Python's own library, installed packages and frozen modules, as opposed to the program's code.
+bool IsPythonLibraryFile(const std::string& file) {
+  if (file.rfind("<frozen ", 0) == 0) return true;
+  if (file.find("/site-packages/") != std::string::npos ||
+      file.find("/dist-packages/") != std::string::npos) {
+    return true;
+  }
+  size_t lib = file.find("/lib/python3.");  // the standard library: .../lib/python3.11/x.py
+  return lib != std::string::npos && file.find('/', lib + 13) != std::string::npos;
+}
+
 }  // namespace
 
 StackResolver::StackResolver(const Profile& profile) : profile_(profile) {
@@ -51,23 +62,27 @@ const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
   return unknown_[node.ip] = {f};
 }
 
-std::vector<SourceFrame> StackResolver::Frames(uint64_t stack_id) {
-  std::vector<SourceFrame> frames;
+Stack StackResolver::Frames(uint64_t stack_id) {
+  Stack frames;
   for (uint64_t id = stack_id; id != 0 && id < profile_.nodes.size(); id = profile_.nodes[id].parent) {
-    const auto& node_frames = NodeFrames(id);
-    frames.insert(frames.end(), node_frames.begin(), node_frames.end());
+    for (const SourceFrame& f : NodeFrames(id)) frames.push_back(&f);
   }
   return frames;
 }
 
-size_t StackResolver::SiteIndex(const std::vector<SourceFrame>& frames) {
-  // In a Python program the answer is a Python line: the interpreter's and extensions' native
-  // frames inside it are how, not where (they stay in the full stack).
+size_t StackResolver::SiteIndex(const Stack& frames) {
+  // In a Python program the answer is a Python line of the program's own code: the
+  // interpreter's and extensions' native frames, and library code (numpy's ones() around the
+  // malloc of np.ones), are how, not where. They all stay in the full stack.
+  size_t first_python = frames.size();
   for (size_t i = 0; i < frames.size(); ++i) {
-    if (frames[i].python) return i;
+    if (!frames[i]->python) continue;
+    if (first_python == frames.size()) first_python = i;
+    if (!IsPythonLibraryFile(frames[i]->file)) return i;
   }
+  if (first_python < frames.size()) return first_python;
   size_t i = 0;
-  while (i + 1 < frames.size() && IsAllocatorFrame(frames[i])) ++i;
+  while (i + 1 < frames.size() && IsAllocatorFrame(*frames[i])) ++i;
   return i;
 }
 
@@ -75,9 +90,9 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
   using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
   std::map<Key, SiteRow> groups;
   for (const auto& [stack_id, stats] : profile.stacks) {
-    std::vector<SourceFrame> frames = resolver->Frames(stack_id);
+    Stack frames = resolver->Frames(stack_id);
     SourceFrame site;
-    if (!frames.empty()) site = frames[StackResolver::SiteIndex(frames)];
+    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
     Key key;
     switch (by) {
       case GroupBy::kFunction:

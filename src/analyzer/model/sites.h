@@ -16,14 +16,17 @@
 
 namespace memlens::analyzer {
 
+using Stack = std::vector<const SourceFrame*>;
+
 class StackResolver {
  public:
   explicit StackResolver(const Profile& profile);
 
-  // Frames of a stack, innermost first, inlined frames expanded.
-  std::vector<SourceFrame> Frames(uint64_t stack_id);
+  // Frames of a stack, innermost first, inlined frames expanded. The frames belong to the
+  // resolver's caches: valid as long as the resolver.
+  Stack Frames(uint64_t stack_id);
   // Index in Frames(stack) of the allocation site.
-  static size_t SiteIndex(const std::vector<SourceFrame>& frames);
+  static size_t SiteIndex(const Stack& frames);
   // Frames of one trie node (one return address).
   const std::vector<SourceFrame>& NodeFrames(uint64_t node_id);
   const std::vector<std::string>& warnings() const { return symbolizer_.warnings(); }
@@ -39,7 +42,7 @@ enum class SortBy { kPeak, kAllocated, kCount, kLeaked };
 
 struct SiteRow {
   SourceFrame site;                 // the grouping frame (function / line / module fields)
-  std::vector<SourceFrame> stack;   // full stack, innermost first (GroupBy::kStack only)
+  Stack stack;                      // full stack, innermost first (GroupBy::kStack only)
   uint64_t stack_id = 0;            // GroupBy::kStack only
   StackStats stats;
 };

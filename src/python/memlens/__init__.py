@@ -1,0 +1,25 @@
+"""memlens: a memory profiler for C, C++ and Python programs on Linux.
+
+Run a program under it with `python3 -m memlens run script.py` (or `memlens run -- CMD`), then
+ask the capture questions: `memlens summary CAPTURE`, `top`, `tree`, `leaks`. This package holds
+the `memlens` executable and the agent it preloads into the profiled program; see README.md.
+"""
+import os
+import pathlib
+
+__version__ = "0.1.0"
+
+
+def executable() -> pathlib.Path:
+    """The memlens command: inside the installed package, or in a build tree during development
+    (MEMLENS_BUILD_DIR, or build/ at the top of the source tree)."""
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = [here / "bin" / "memlens"]
+    if os.environ.get("MEMLENS_BUILD_DIR"):
+        candidates.insert(0, pathlib.Path(os.environ["MEMLENS_BUILD_DIR"]) / "bin" / "memlens")
+    candidates.append(here.parents[2] / "build" / "bin" / "memlens")
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError("memlens: the memlens executable is not installed next to this "
+                            "package (reinstall with `pip install .`)")

@@ -1,0 +1,199 @@
+"""Python programs under memlens: exact bytes at exact Python lines, Python and native frames in
+one stack, and the interpreter's behaviour (argv, exit status, errors) unchanged."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BUILD, MEMLENS, REPO, Recorded, memlens
+
+SCRIPTS = REPO / "tests" / "python" / "scripts"
+# The interpreter the hooks were built for (CMake's Python3_EXECUTABLE), else this one.
+PYTHON = os.environ.get("MEMLENS_TEST_PYTHON", sys.executable)
+HOOKS = list((BUILD / "lib").glob("libmemlens_python*.so"))
+pytestmark = pytest.mark.skipif(not HOOKS, reason="memlens was built without Python headers, "
+                                "so there are no Python hooks to test")
+
+
+def line_of(script, marker):
+    for number, text in enumerate((SCRIPTS / script).read_text().splitlines(), start=1):
+        if f"# @{marker}" in text:
+            return number
+    raise AssertionError(f"no @{marker} in {script}")
+
+
+def python_size(expression):
+    """sys.getsizeof(expression) in the interpreter under test."""
+    out = subprocess.run([PYTHON, "-c", f"import sys; print(sys.getsizeof({expression}))"],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+@pytest.fixture
+def record_python(tmp_path):
+    def run(*args, env=None, cwd=None, timeout=120):
+        capture = tmp_path / "python.mlens"
+        environment = dict(os.environ, PYTHONPATH=str(BUILD / "tests" / "python"), **(env or {}))
+        proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", PYTHON, *args],
+                              capture_output=True, text=True, timeout=timeout, env=environment,
+                              cwd=cwd or SCRIPTS)
+        return Recorded(proc, capture)
+    return run
+
+
+def rows_at(recorded, script, marker):
+    line = line_of(script, marker)
+    rows = recorded.analyze("top", "--by", "line", "--limit", "100000")["rows"]
+    return [r for r in rows if r["site"]["file"].endswith("/" + script) and r["site"]["line"] == line]
+
+
+def one_row(recorded, script, marker):
+    rows = rows_at(recorded, script, marker)
+    assert len(rows) == 1, rows
+    assert rows[0]["site"]["python"]
+    return rows[0]
+
+
+def test_bytearray_and_a_million_ints_at_their_lines(record_python):
+    """The same script run without memlens under tracemalloc gives the reference: memlens must
+    count exactly the bytes and blocks tracemalloc counts at each line."""
+    reference = subprocess.run([PYTHON, str(SCRIPTS / "lines.py"), "tracemalloc"],
+                               capture_output=True, text=True, check=True).stdout.split()
+    (blob_bytes, blob_blocks), (int_bytes, int_blocks) = [
+        (int(reference[i]), int(reference[i + 1])) for i in (0, 2)]
+    r = record_python(str(SCRIPTS / "lines.py"))
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout.split()[0] == str(python_size("bytearray(50_000_000)"))
+    blob = rows_at(r, "lines.py", "bytearray")
+    assert {row["site"]["function"] for row in blob} == {"make_bytearray"}
+    assert sum(row["leaked_bytes"] for row in blob) == blob_bytes == 50_000_057
+    assert sum(row["leaked_blocks"] for row in blob) == blob_blocks
+    assert sum(row["python_leaked_bytes"] for row in blob) == blob_bytes  # all Python allocator
+    ints = rows_at(r, "lines.py", "ints")  # the <listcomp> frame (and the module's, same line)
+    assert "<listcomp>" in {row["site"]["function"] for row in ints}
+    assert sum(row["leaked_bytes"] for row in ints) == int_bytes
+    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_000
+
+
+def test_numpy_array_is_attributed_to_the_users_line(record_python):
+    pytest.importorskip("numpy", reason="numpy (from PyPI) is needed for the numpy test")
+    r = record_python(str(SCRIPTS / "numpy_array.py"))
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout == "80000000\n"
+    row = one_row(r, "numpy_array.py", "numpy")
+    native = row["leaked_bytes"] - row["python_leaked_bytes"]
+    assert native == 80_000_000  # numpy's data buffer comes from malloc, not Python's allocator
+    # The full stack holds numpy's Python code and numpy's native frames around the malloc.
+    leak = [l for l in r.analyze("leaks", "--limit", "1000")["leaks"] if l["bytes"] == 80_000_000][0]
+    frames = leak["stack"]
+    assert any(f["python"] and f["file"].endswith("numpy_array.py") for f in frames)
+    assert any(not f["python"] and "numpy" in f["module"] for f in frames)
+    assert any(f["python"] and "numpy" in f["file"] for f in frames)
+
+
+def test_growth_shows_at_the_append_line(record_python):
+    r = record_python(str(SCRIPTS / "growth.py"))
+    assert r.proc.returncode == 0, r.proc.stderr
+    item_size, list_items = map(int, r.proc.stdout.split())
+    row = one_row(r, "growth.py", "append")
+    assert row["site"]["function"] == "remember"
+    assert row["leaked_bytes"] == 10_000 * item_size + list_items
+    tree = r.analyze("tree", "--metric", "leaked", "--min-percent", "0")
+    names = set()
+
+    def walk(node):
+        if "frame" in node:
+            names.add((node["frame"]["function"], node["frame"]["python"]))
+        for child in node["children"]:
+            walk(child)
+    walk(tree["root"])
+    assert ("remember", True) in names and ("<module>", True) in names
+    assert any(not python for _, python in names)  # native frames in the same tree
+
+
+def test_threads_generators_coroutines_and_c_extensions(record_python):
+    r = record_python(str(SCRIPTS / "threads_and_generators.py"))
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout == "done\n"
+    script = "threads_and_generators.py"
+    assert one_row(r, script, "thread")["leaked_bytes"] == python_size("bytearray(3_000_000)")
+    generator = one_row(r, script, "generator")
+    assert generator["leaked_bytes"] == 3 * python_size("bytearray(1_000_000)")
+    assert one_row(r, script, "coroutine")["leaked_bytes"] == python_size("bytearray(2_000_000)")
+    # C code called from Python with the GIL released: still the Python line that called it.
+    nogil = one_row(r, script, "nogil")
+    assert nogil["leaked_bytes"] - nogil["python_leaked_bytes"] == 5_000_000
+    # A thread that never ran Python: native frames only, at the C line.
+    leaks = r.analyze("leaks", "--limit", "1000")["leaks"]
+    native = [l for l in leaks if l["bytes"] == 7_000_000]
+    assert len(native) == 1
+    assert native[0]["site"]["function"] == "native_thread_main"
+    assert native[0]["site"]["file"].endswith("memlens_test_ext.c")
+    assert not any(f["python"] for f in native[0]["stack"])
+    # The generator's stack goes through the line that consumed it.
+    gen = [l for l in leaks if l["site"]["line"] == generator["site"]["line"]][0]
+    consume = (script, __import__("test_python").line_of(script, "consume"))
+    assert any(f["file"].endswith(consume[0]) and f["line"] == consume[1] for f in gen["stack"])
+
+
+def test_exit_status_traceback_and_errors_pass_through(record_python, tmp_path):
+    r = record_python(str(SCRIPTS / "exits.py"), "3")
+    assert r.proc.returncode == 3 and r.proc.stdout == "argv: ['3']\n"
+    r = record_python(str(SCRIPTS / "exits.py"), "raise")
+    assert r.proc.returncode == 1
+    assert "Traceback (most recent call last)" in r.proc.stderr
+    assert "RuntimeError: boom from the script" in r.proc.stderr
+    r = record_python(str(SCRIPTS / "syntax_error.py"))
+    assert r.proc.returncode == 1 and "SyntaxError" in r.proc.stderr
+    r = record_python(str(tmp_path / "missing.py"))
+    assert r.proc.returncode == 2 and "can't open file" in r.proc.stderr
+    binary = tmp_path / "not_python.py"
+    binary.write_bytes(bytes(range(256)))
+    r = record_python(str(binary))
+    assert r.proc.returncode == 1 and "SyntaxError" in r.proc.stderr
+
+
+def test_module_run_as_a_program(record_python):
+    r = record_python("-m", "demo_package", "x", "y")
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout == "package ['x', 'y']\n"
+    row = one_row(r, "demo_package/__main__.py", "package")
+    assert row["leaked_bytes"] == python_size("bytearray(4_000_000)")
+
+
+def test_python_dash_m_memlens_run(tmp_path):
+    capture = tmp_path / "via_module.mlens"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src" / "python"), MEMLENS_BUILD_DIR=str(BUILD))
+    for args in (["run", "-o", str(capture), str(SCRIPTS / "exits.py"), "5"],
+                 ["run", "-o", str(capture), "-m", "exits", "5"]):
+        proc = subprocess.run([PYTHON, "-m", "memlens", *args], capture_output=True, text=True,
+                              env=env, cwd=SCRIPTS, timeout=120)
+        assert proc.returncode == 5, proc.stderr
+        assert proc.stdout == "argv: ['5']\n"
+        assert Recorded(proc, capture).analyze("summary")["process"]["argv"][-1] == "5"
+    proc = subprocess.run([PYTHON, "-m", "memlens", "run", "-o", str(capture), "nope.py"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode != 0 and "cannot open 'nope.py'" in proc.stderr
+
+
+def test_python_allocator_arenas_are_their_own_figure(record_python):
+    r = record_python(str(SCRIPTS / "lines.py"))
+    totals = r.analyze("summary")["totals"]
+    assert totals["pymalloc_arena_peak_bytes"] >= 32_000_000  # a million 32-byte ints live there
+    assert totals["python_allocated_bytes"] > 0
+    # Arenas are not counted as allocations: the peak is the objects (the bytearray, the list
+    # and its ints, less than 8 MB of interpreter start-up), not objects and arenas again.
+    assert 50_000_057 + 40_448_672 <= totals["peak_bytes"] < 50_000_057 + 40_448_672 + 8_000_000
+
+
+def test_unsupported_interpreter_is_refused():
+    others = [p for p in pathlib.Path("/root/.pyenv/versions").glob("3.*/bin/python3")
+              if not any(h.name == f"libmemlens_python{p.parent.parent.name.rsplit('.', 1)[0]}.so"
+                         for h in HOOKS)] if pathlib.Path("/root/.pyenv/versions").exists() else []
+    if not others:
+        pytest.skip("no other Python version is installed on this machine to be refused")
+    proc = memlens("run", "--", others[0], "-c", "print(1)")
+    assert proc.returncode == 2
+    assert "is not supported" in proc.stderr and "3.11" in proc.stderr

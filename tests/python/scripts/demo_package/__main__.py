@@ -1,0 +1,7 @@
+# `python3 -m demo_package`: a module run as a program.
+import os
+import sys
+
+data = bytearray(4_000_000)  # @package
+print("package", sys.argv[1:], flush=True)
+os._exit(0)
