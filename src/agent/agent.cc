@@ -153,6 +153,8 @@ void Start() {
     return;
   }
   setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
+  // The image an exec brings appends to this file, whatever %e would say for it.
+  setenv("MEMLENS_OUTPUT", path.c_str(), 1);
   pthread_atfork(nullptr, nullptr, OnForkChild);
   if (!StartWriter(fd, process, /*write_file_header=*/!append)) {
     Say("cannot start the writer thread; not recording");

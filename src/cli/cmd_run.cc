@@ -227,7 +227,8 @@ Command AddRunCommand(CLI::App* app) {
   cmd->footer(
       "The program's input, output and exit status pass through unchanged. The agent can also\n"
       "be loaded without this command: LD_PRELOAD=.../libmemlens.so MEMLENS_OUTPUT=FILE PROGRAM\n"
-      "(see docs/agent.md). A child of a fork, or a program started by exec, is not recorded.");
+      "(see docs/agent.md). A forked child is not recorded; an exec is followed into the same\n"
+      "capture, whose analysis describes the last program image.");
   return {cmd, [options] { return Run(*options); }};
 }
 

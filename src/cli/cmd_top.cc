@@ -56,6 +56,9 @@ int Top(const TopOptions& o) {
     for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE AT EXIT"}) {
       table.AddColumn(title, TextTable::kRight);
     }
+    // The share of the allocated bytes that came through Python's allocator, when any did.
+    bool python = p.totals.python_allocated_bytes > 0;
+    if (python) table.AddColumn("PY%", TextTable::kRight);
     table.AddColumn("MODULE", TextTable::kLeft);
     if (group != GroupBy::kModule) table.AddColumn("LOCATION", TextTable::kLeft);
     if (group != GroupBy::kModule) table.AddColumn("FUNCTION", TextTable::kLeft);
@@ -63,7 +66,11 @@ int Top(const TopOptions& o) {
       std::vector<std::string> cells = {FormatBytes(r.stats.peak_bytes),
                                         FormatBytes(r.stats.allocated_bytes),
                                         FormatCount(r.stats.allocations),
-                                        FormatBytes(r.stats.leaked_bytes), ModuleName(r.site)};
+                                        FormatBytes(r.stats.leaked_bytes)};
+      if (python) {
+        cells.push_back(FormatPercent(r.stats.python_allocated_bytes, r.stats.allocated_bytes));
+      }
+      cells.push_back(ModuleName(r.site));
       if (group != GroupBy::kModule) {
         cells.push_back(SourceLocation(r.site));
         cells.push_back(FunctionName(r.site));

@@ -23,7 +23,7 @@ inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 
 enum class RecordType : uint8_t {
-  kProcess = 1,       // once, first: who was recorded
+  kProcess = 1,       // first, and again for each new program image after an exec
   kModule = 2,        // a loaded ELF object (at start, and after each dlopen)
   kModuleUnload = 3,  // an object went away (dlclose); its frames stay resolvable
   kThread = 4,        // a thread index was given to an OS thread
@@ -128,8 +128,8 @@ struct ThreadRecord {
   uint64_t tid = 0;
 };
 
-// Node ids are implicit: the n-th kStackNode record of a capture is node n (the root, 0,
-// is never written). A stack id is the id of its innermost node.
+// Node ids are implicit: the n-th kStackNode record of a program image (since its kProcess
+// record) is node n (the root, 0, is never written). A stack id is the id of its innermost node.
 struct StackNodeRecord {
   uint64_t parent = 0;
   uint64_t ip = 0;  // a return address (or the faulting pc of the innermost frame)

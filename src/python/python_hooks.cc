@@ -35,7 +35,7 @@ constexpr EventKind kDomainKinds[3] = {EventKind::kPyRawAlloc, EventKind::kPyMem
 
 // --- code objects -> ids: insert-only, lock-free for readers ---------------------------------
 
-constexpr size_t kCodeSlots = size_t{1} << 20;
+constexpr size_t kCodeSlots = size_t{1} << 17;  // 2 MiB: slots are hashed, so all get touched
 struct CodeSlot {
   std::atomic<PyCodeObject*> code;
   std::atomic<uint64_t> id;

@@ -197,3 +197,22 @@ def test_unsupported_interpreter_is_refused():
     proc = memlens("run", "--", others[0], "-c", "print(1)")
     assert proc.returncode == 2
     assert "is not supported" in proc.stderr and "3.11" in proc.stderr
+
+
+def test_non_ascii_file_and_function_names(record_python, tmp_path):
+    """Registering a code object whose names are not ASCII goes through the interpreter and
+    may allocate while an allocation is being recorded: the capture must stay whole."""
+    folder = tmp_path / "josé ünïcode"
+    folder.mkdir()
+    script = folder / "naïve.py"
+    script.write_text("import os\n\ndef créer():\n    return bytearray(3_000_000)  # @here\n\n"
+                      "kept = [créer() for _ in range(5)]\nprint('ok', flush=True)\nos._exit(0)\n",
+                      encoding="utf-8")
+    r = record_python(str(script))
+    assert r.proc.returncode == 0 and r.proc.stdout == "ok\n", r.proc.stderr
+    summary = r.analyze("summary")
+    assert summary["capture"]["complete"] and summary["capture"]["warnings"] == []
+    rows = r.analyze("top", "--by", "line", "--limit", "100000")["rows"]
+    here = [row for row in rows if row["site"]["function"] == "créer"]
+    assert len(here) == 1 and here[0]["site"]["file"] == str(script) and here[0]["site"]["line"] == 4
+    assert here[0]["leaked_bytes"] == 5 * python_size("bytearray(3_000_000)")

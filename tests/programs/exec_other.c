@@ -1,5 +1,5 @@
-// Allocates, then execs another program: the capture ends at the exec (end reason "exec") and
-// the new image is not recorded.
+// Allocates, then execs another program: the new image is followed into the same capture,
+// whose analysis describes the last image (the shell) and names this one.
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>

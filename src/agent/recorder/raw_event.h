@@ -24,6 +24,7 @@ static_assert(sizeof(RawEvent) == 32, "RawEvent is part of the buffer layout");
 
 inline constexpr uint8_t kPadKind = 0xff;  // filler up to the end of the ring
 inline constexpr int kMaxNativeFrames = 512;
+inline constexpr int kMaxPythonFrames = 512;
 inline constexpr int kMaxFrames = 1024;  // native and Python frames together
 inline constexpr uint32_t kMaxRecordSize = sizeof(RawEvent) + kMaxFrames * sizeof(uint64_t);
 

@@ -141,6 +141,10 @@ void InitializeRecorder() {
 }
 
 void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  // Python frames first, before the ring holds an open reservation: reading them may allocate
+  // (a new code object's name), and a pymalloc arena taken then is recorded at once.
+  uint64_t python_frames[kMaxPythonFrames];
+  int python = ReadPythonFrames(python_frames, kMaxPythonFrames);
   ThreadBuffer* buffer;
   RawEvent* event = Reserve(&buffer, kMaxRecordSize);
   if (!event) {
@@ -154,7 +158,7 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   auto* frames = reinterpret_cast<uint64_t*>(event + 1);
   int native = CaptureStack(frames, &event->truncated);
   // The thread's Python frames follow the native ones; the writer merges the two.
-  int python = ReadPythonFrames(frames + native, kMaxFrames - native);
+  std::memcpy(frames + native, python_frames, python * sizeof(uint64_t));
   event->frame_count = static_cast<uint16_t>(native);
   event->record_size =
       static_cast<uint32_t>(sizeof(RawEvent) + (native + python) * sizeof(uint64_t));

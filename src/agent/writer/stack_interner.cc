@@ -13,13 +13,14 @@ inline uint64_t Mix(uint64_t h) {
 
 }  // namespace
 
-StackInterner::StackInterner() : children_(1 << 12), stacks_(1 << 12) {}
+StackInterner::StackInterner()
+    : nodes_(1, Node{0, 0}), children_(size_t{1} << 12, 0), cache_(kCachedStacks, CachedStack{}) {}
 
 void StackInterner::ForgetPaths() {
-  children_.assign(children_.size(), ChildSlot{0, 0, 0});
+  children_.assign(children_.size(), 0);
   children_used_ = 0;
-  stacks_.assign(stacks_.size(), StackSlot{0, 0, 0, 0});
-  stacks_used_ = 0;
+  first_live_node_ = nodes_.size();
+  cache_.assign(kCachedStacks, CachedStack{});
 }
 
 uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
@@ -28,42 +29,32 @@ uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t StackInterner::HashChild(uint64_t parent, uint64_t ip) {
+  return Mix(parent * 0x9e3779b97f4a7c15ULL ^ ip);
+}
+
 uint64_t StackInterner::Child(uint64_t parent, uint64_t ip, bool* created) {
   size_t mask = children_.size() - 1;
-  size_t slot = Mix(parent * 0x9e3779b97f4a7c15ULL ^ ip) & mask;
-  for (; children_[slot].parent_plus_one != 0; slot = (slot + 1) & mask) {
-    if (children_[slot].parent_plus_one == parent + 1 && children_[slot].ip == ip) {
-      return children_[slot].id;
-    }
+  size_t slot = HashChild(parent, ip) & mask;
+  for (; children_[slot] != 0; slot = (slot + 1) & mask) {
+    const Node& node = nodes_[children_[slot]];
+    if (node.parent == parent && node.ip == ip) return children_[slot];
   }
-  uint64_t id = next_id_++;
-  children_[slot] = {parent + 1, ip, id};
+  uint64_t id = nodes_.size();
+  nodes_.push_back({parent, ip});
+  children_[slot] = id;
   *created = true;
-  if (++children_used_ * 2 > children_.size()) GrowChildren();
+  if (++children_used_ * 10 > children_.size() * 7) GrowChildren();
   return id;
 }
 
 void StackInterner::GrowChildren() {
-  std::vector<ChildSlot> old(children_.size() * 2);
-  old.swap(children_);
+  children_.assign(children_.size() * 2, 0);
   size_t mask = children_.size() - 1;
-  for (const ChildSlot& s : old) {
-    if (s.parent_plus_one == 0) continue;
-    size_t slot = Mix((s.parent_plus_one - 1) * 0x9e3779b97f4a7c15ULL ^ s.ip) & mask;
-    while (children_[slot].parent_plus_one != 0) slot = (slot + 1) & mask;
-    children_[slot] = s;
-  }
-}
-
-void StackInterner::GrowStacks() {
-  std::vector<StackSlot> old(stacks_.size() * 2);
-  old.swap(stacks_);
-  size_t mask = stacks_.size() - 1;
-  for (const StackSlot& s : old) {
-    if (s.hash == 0) continue;
-    size_t slot = s.hash & mask;
-    while (stacks_[slot].hash != 0) slot = (slot + 1) & mask;
-    stacks_[slot] = s;
+  for (uint64_t id = first_live_node_; id < nodes_.size(); ++id) {
+    size_t slot = HashChild(nodes_[id].parent, nodes_[id].ip) & mask;
+    while (children_[slot] != 0) slot = (slot + 1) & mask;
+    children_[slot] = id;
   }
 }
 

@@ -4,6 +4,8 @@
 // whose root is the outermost frame, so a stack seen a million times costs one id in the
 // capture and common prefixes are stored once.
 //
+// Memory: 16 bytes per node plus an id table kept at most 70% full, and a fixed-size cache of
+// recent whole stacks (Python programs make hundreds of thousands of deep, distinct stacks).
 // Runs on: the writer thread only. Not thread-safe; never touched by application threads.
 #pragma once
 
@@ -23,51 +25,46 @@ class StackInterner {
   template <typename Fn>
   uint64_t Intern(const uint64_t* frames, int count, Fn&& on_new_node);
 
-  size_t node_count() const { return next_id_ - 1; }
+  size_t node_count() const { return nodes_.size() - 1; }
   // From now on every stack gets new nodes (ids go on rising): after a module is unloaded the
   // same addresses may belong to another library.
   void ForgetPaths();
 
  private:
-  // Open-addressing tables (linear probing, power-of-two sizes, key 0 = empty slot).
-  struct ChildSlot {
-    uint64_t parent_plus_one;  // 0 marks an empty slot
+  struct Node {
+    uint64_t parent;
     uint64_t ip;
-    uint64_t id;
   };
-  // A whole-stack hash, checked against the stack's depth and innermost frame: a false hit
-  // needs a 64-bit hash collision between two stacks of the same depth and innermost frame.
-  // (Walking the trie to verify every hit cost a pointer chase per frame of every event.)
-  struct StackSlot {
-    uint64_t hash;  // 0 marks an empty slot
+  // A recent whole stack, checked against its depth and innermost frame: a false hit needs a
+  // 64-bit hash collision between two stacks of the same depth and innermost frame.
+  struct CachedStack {
+    uint64_t hash;  // 0: empty
     uint64_t id;
     uint64_t innermost;
     uint64_t depth;
   };
+  static constexpr size_t kCachedStacks = size_t{1} << 16;
 
   static uint64_t HashStack(const uint64_t* frames, int count);
+  static uint64_t HashChild(uint64_t parent, uint64_t ip);
   uint64_t Child(uint64_t parent, uint64_t ip, bool* created);
   void GrowChildren();
-  void GrowStacks();
 
-  uint64_t next_id_ = 1;  // node ids: 1, 2, 3... (0 is the root)
-  std::vector<ChildSlot> children_;
+  std::vector<Node> nodes_;        // by id; nodes_[0] is the root
+  std::vector<uint64_t> children_;  // open addressing: ids of nodes by (parent, ip); 0 = empty
   size_t children_used_ = 0;
-  std::vector<StackSlot> stacks_;  // cache: whole-stack hash -> innermost id (verified on hit)
-  size_t stacks_used_ = 0;
+  size_t first_live_node_ = 1;  // nodes below this were forgotten by ForgetPaths
+  std::vector<CachedStack> cache_;  // direct-mapped by hash
 };
 
 template <typename Fn>
 uint64_t StackInterner::Intern(const uint64_t* frames, int count, Fn&& on_new_node) {
   if (count == 0) return 0;
   uint64_t hash = HashStack(frames, count);
-  size_t mask = stacks_.size() - 1;
-  size_t slot = hash & mask;
-  for (; stacks_[slot].hash != 0; slot = (slot + 1) & mask) {
-    const StackSlot& s = stacks_[slot];
-    if (s.hash == hash && s.innermost == frames[0] && s.depth == static_cast<uint64_t>(count)) {
-      return s.id;
-    }
+  CachedStack& cached = cache_[hash & (kCachedStacks - 1)];
+  if (cached.hash == hash && cached.innermost == frames[0] &&
+      cached.depth == static_cast<uint64_t>(count)) {
+    return cached.id;
   }
   uint64_t id = 0;
   for (int i = count - 1; i >= 0; --i) {
@@ -76,8 +73,7 @@ uint64_t StackInterner::Intern(const uint64_t* frames, int count, Fn&& on_new_no
     id = Child(parent, frames[i], &created);
     if (created) on_new_node(parent, frames[i]);
   }
-  stacks_[slot] = {hash, id, frames[0], static_cast<uint64_t>(count)};
-  if (++stacks_used_ * 2 > stacks_.size()) GrowStacks();
+  cached = {hash, id, frames[0], static_cast<uint64_t>(count)};
   return id;
 }
 

@@ -95,10 +95,10 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
     if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
     Key key;
     switch (by) {
-      case GroupBy::kFunction:
-        site.file.clear();
+      case GroupBy::kFunction:  // a Python function is its file and name; a native one its symbol
+        if (!site.python) site.file.clear();
         site.line = 0;
-        key = {site.function, "", 0, site.module, site.function.empty() ? site.module_offset : 0};
+        key = {site.function, site.file, 0, site.module, site.function.empty() ? site.module_offset : 0};
         break;
       case GroupBy::kLine:
         key = {site.function, site.file, site.line, site.module,

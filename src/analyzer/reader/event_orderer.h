@@ -29,7 +29,10 @@ class EventOrderer {
   // Releases everything still held, in order, skipping gaps. Call at the end of the capture.
   void Finish();
   // Starts over at sequence number 0 (a new program image after exec); call Finish first.
-  void Restart() { next_seq_ = 0; }
+  void Restart() {
+    next_seq_ = 0;
+    gaps_ = 0;  // the figures describe the last image only
+  }
   uint64_t gaps() const { return gaps_; }  // missing sequence numbers skipped
 
  private:

@@ -1,0 +1,48 @@
+"""`pip install .` in a fresh virtual environment gives a working memlens: the console script,
+`python3 -m memlens`, and Python frames from the installed hooks. Slow (a full build inside
+pip), so it runs once and checks everything on the one installation."""
+import os
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from conftest import REPO, Recorded
+
+SCRIPTS = REPO / "tests" / "python" / "scripts"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    if os.environ.get("MEMLENS_SKIP_PIP_TEST"):
+        pytest.skip("MEMLENS_SKIP_PIP_TEST is set (a developer's quick run); CI runs this test")
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(REPO)],
+                          capture_output=True, text=True, timeout=1200, cwd=env_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return env_dir
+
+
+def test_console_script_and_module_help(installed):
+    for command in ([str(installed / "bin" / "memlens"), "--help"],
+                    [str(installed / "bin" / "python"), "-m", "memlens", "--help"]):
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert "summary" in proc.stdout and "run" in proc.stdout
+
+
+def test_installed_package_records_python_lines(installed, tmp_path):
+    capture = tmp_path / "installed.mlens"
+    proc = subprocess.run([str(installed / "bin" / "python"), "-m", "memlens", "run", "-o",
+                           str(capture), str(SCRIPTS / "growth.py")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    item_size, list_items = map(int, proc.stdout.split())
+    rows = Recorded(proc, capture).analyze("top", "--by", "line", "--limit", "100000")["rows"]
+    growth = [r for r in rows if r["site"]["file"].endswith("growth.py") and
+              r["site"]["function"] == "remember"]
+    assert len(growth) == 1 and growth[0]["site"]["python"]
+    assert growth[0]["leaked_bytes"] == 10_000 * item_size + list_items
