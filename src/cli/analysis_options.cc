@@ -9,7 +9,9 @@ using analyzer::JsonWriter;
 using analyzer::Profile;
 
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options) {
-  command->add_option("capture", options->capture, "capture file written by `memlens run`")
+  command->add_option("capture", options->capture,
+                      "capture file written by `memlens run`, optionally with the moment to\n"
+                      "look at: FILE@end (default), FILE@peak, FILE@t=2.5s")
       ->required();
   command->add_flag("--json", options->json, "print JSON (shape: docs/json-output.md)");
 }
@@ -19,11 +21,19 @@ int Complain(const std::string& message) {
   return kExitBadInput;
 }
 
-bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {
-  std::string error;
-  if (analyzer::LoadProfile(options.capture, profile, &error)) return true;
+bool LoadOrComplain(const std::string& argument, Profile* profile) {
+  std::string path, error;
+  analyzer::SnapshotSpec snapshot;
+  if (analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error) &&
+      analyzer::LoadProfile(path, snapshot, profile, &error)) {
+    return true;
+  }
   Complain(error);
   return false;
+}
+
+bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {
+  return LoadOrComplain(options.capture, profile);
 }
 
 void PrintWarnings(const Profile& profile, const analyzer::StackResolver& resolver) {
@@ -55,6 +65,11 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const analyzer::StackR
     json->Null();
   }
   json->Field("duration_s", p.DurationSeconds());
+  json->Key("snapshot");  // the moment the in-use (leaked_*) figures describe
+  json->BeginObject();
+  json->Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
+  json->Field("time_s", p.snapshot_seconds);
+  json->EndObject();
   json->Key("warnings");
   json->BeginArray();
   for (const auto& w : p.warnings) json->String(w);

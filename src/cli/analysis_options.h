@@ -23,7 +23,9 @@ struct AnalysisOptions {
 
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options);
 // Prints "memlens: <why>" to stderr and returns false when the capture cannot be read.
+// argument: FILE or FILE@SNAPSHOT.
 bool LoadOrComplain(const AnalysisOptions& options, analyzer::Profile* profile);
+bool LoadOrComplain(const std::string& argument, analyzer::Profile* profile);
 // Prints warnings (damage, drops, symbolization problems) to stderr, one per line.
 void PrintWarnings(const analyzer::Profile& profile, const analyzer::StackResolver& resolver);
 // The "capture" and "process" members every JSON output starts with.

@@ -56,7 +56,7 @@ int Leaks(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
-    std::cout << "In use at exit: " << FormatBytes(t.leaked_bytes) << " in "
+    std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCount(t.leaked_blocks) << " blocks, from " << stacks << " call stacks\n";
     for (size_t i = 0; i < leaks.size(); ++i) {
       const auto& r = leaks[i];

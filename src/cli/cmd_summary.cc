@@ -121,8 +121,9 @@ int Summary(const SummaryOptions& o) {
                                    " allocations (" + FormatCount(t.frees) + " frees)"});
     facts.AddRow({"peak", FormatBytes(t.peak_bytes) + " in " + FormatCount(t.peak_blocks) +
                               " blocks, at " + FormatSeconds(peak_at)});
-    facts.AddRow({"at exit", FormatBytes(t.leaked_bytes) + " in " + FormatCount(t.leaked_blocks) +
-                                 " blocks still allocated"});
+    facts.AddRow({p.snapshot.kind == SnapshotSpec::kEnd ? "at exit" : "in use",
+                  FormatBytes(t.leaked_bytes) + " in " + FormatCount(t.leaked_blocks) +
+                      " blocks still allocated at " + p.SnapshotLabel()});
     if (t.python_allocated_bytes || t.arena_peak_bytes) {
       facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) + " of the allocated bytes through " +
                                   "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +
@@ -132,7 +133,8 @@ int Summary(const SummaryOptions& o) {
     facts.AddRow({"dropped", FormatCount(t.dropped_events) + " events"});
     facts.Print(std::cout);
     PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
-    PrintSites("Top sites by memory in use at exit:", by_leak, true, t.leaked_bytes);
+    PrintSites(("Top sites by memory in use at " + p.SnapshotLabel() + ":").c_str(), by_leak, true,
+               t.leaked_bytes);
   }
   PrintWarnings(p, resolver);
   return 0;

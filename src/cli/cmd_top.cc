@@ -53,7 +53,7 @@ int Top(const TopOptions& o) {
     json.EndObject();
   } else {
     TextTable table;
-    for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE AT EXIT"}) {
+    for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE"}) {
       table.AddColumn(title, TextTable::kRight);
     }
     // The share of the allocated bytes that came through Python's allocator, when any did.
@@ -77,7 +77,8 @@ int Top(const TopOptions& o) {
       }
       table.AddRow(cells);
     }
-    std::cout << "Top " << rows.size() << " by " << o.by << ", sorted by " << o.sort << "\n";
+    std::cout << "Top " << rows.size() << " by " << o.by << ", sorted by " << o.sort
+              << "; in use at " << p.SnapshotLabel() << "\n";
     table.Print(std::cout);
     if (group == GroupBy::kStack) {
       for (size_t i = 0; i < rows.size(); ++i) {

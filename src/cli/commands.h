@@ -23,5 +23,7 @@ Command AddSummaryCommand(CLI::App* app);
 Command AddTopCommand(CLI::App* app);
 Command AddTreeCommand(CLI::App* app);
 Command AddLeaksCommand(CLI::App* app);
+Command AddDiffCommand(CLI::App* app);
+Command AddTimelineCommand(CLI::App* app);
 
 }  // namespace memlens::cli

@@ -21,7 +21,7 @@ std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cl
   }
   if (!command) {
     if (first[0] != '-') {
-      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks)";
+      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline)";
     }
     return error.what();
   }
@@ -55,10 +55,14 @@ int main(int argc, char** argv) {
       "  memlens top CAPTURE --by function --sort allocated\n"
       "  memlens tree CAPTURE --bottom-up\n"
       "  memlens leaks CAPTURE\n"
+      "  memlens diff CAPTURE@t=1s CAPTURE@t=5s     what grew between two moments\n"
+      "  memlens timeline CAPTURE                   heap and resident memory over time\n"
+      "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the default).\n"
       "Every analysis command takes --json (docs/json-output.md).");
   std::vector<Command> commands = {AddRunCommand(&app), AddSummaryCommand(&app),
                                    AddTopCommand(&app), AddTreeCommand(&app),
-                                   AddLeaksCommand(&app)};
+                                   AddLeaksCommand(&app), AddDiffCommand(&app),
+                                   AddTimelineCommand(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

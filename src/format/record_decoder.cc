@@ -239,6 +239,13 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         if (c.ok()) v->OnPythonCode(r);
         break;
       }
+      case RecordType::kResident: {
+        ResidentRecord r;
+        r.monotonic_ns = c.Varint();
+        r.bytes = c.Varint();
+        if (c.ok()) v->OnResident(r);
+        break;
+      }
       default:
         *error = "unknown record type " + std::to_string(static_cast<int>(type)) +
                  " at payload offset " + std::to_string(record_offset);

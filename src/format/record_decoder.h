@@ -25,6 +25,7 @@ class RecordVisitor {
   virtual void OnEnd(const EndRecord&) {}
   virtual void OnDrops(const DropsRecord&) {}
   virtual void OnPythonCode(const PythonCodeRecord&) {}
+  virtual void OnResident(const ResidentRecord&) {}
 };
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before

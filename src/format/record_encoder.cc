@@ -84,6 +84,12 @@ void RecordEncoder::PythonCode(const PythonCodeRecord& r) {
   PutVarint(out_, r.first_line);
 }
 
+void RecordEncoder::Resident(const ResidentRecord& r) {
+  PutType(out_, RecordType::kResident);
+  PutVarint(out_, r.monotonic_ns);
+  PutVarint(out_, r.bytes);
+}
+
 void RecordEncoder::BeginEvents(uint32_t thread) {
   batches_.push_back({thread, 0});
   last_seq_ = 0;

@@ -25,6 +25,7 @@ class RecordEncoder {
   void End(const EndRecord& r);
   void Drops(const DropsRecord& r);
   void PythonCode(const PythonCodeRecord& r);
+  void Resident(const ResidentRecord& r);
 
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();

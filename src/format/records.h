@@ -33,6 +33,7 @@ enum class RecordType : uint8_t {
   kEnd = 8,           // the recording ended (exit, exec, fatal signal)
   kDrops = 9,         // events lost since the last kDrops record (full buffer, failing sink)
   kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
+  kResident = 11,     // the process's resident memory (RSS), sampled by the writer
 };
 
 // What an event did. The analyzer pairs frees with allocations by address; see
@@ -159,6 +160,11 @@ struct EndRecord {
 
 struct DropsRecord {
   uint64_t count = 0;
+};
+
+struct ResidentRecord {
+  uint64_t monotonic_ns = 0;  // since ProcessRecord::start_monotonic_ns
+  uint64_t bytes = 0;         // resident set size
 };
 
 struct PythonCodeRecord {

@@ -2,6 +2,7 @@
 #include "agent/writer/writer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,6 +32,7 @@ constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never
 constexpr size_t kChunkEvents = 1 << 17;  // events per chunk (a few MiB uncompressed at most)
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
 constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
+constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sampled
 constexpr size_t kMaxMetaBytes = 8 << 20;  // stack nodes etc. per chunk (chunks stay < 64 MiB)
 
 std::atomic<bool> g_stop_requested{false};
@@ -74,6 +76,7 @@ class Writer {
   void DescribePythonCode(uint64_t id);
   void RescanModules();
   void MaybeRecordTime(bool force);
+  void MaybeSampleResident(bool force);
   void Flush();
   void WriteAll(const std::string& bytes);
 
@@ -95,6 +98,8 @@ class Writer {
   uint64_t last_time_ns_ = 0;
   uint64_t last_flush_ns_ = 0;
   uint64_t last_liveness_check_ns_ = 0;
+  uint64_t last_resident_ns_ = 0;
+  int statm_fd_ = -1;
   uint32_t batch_thread_ = 0;
   bool in_batch_ = false;
 };
@@ -125,6 +130,7 @@ void Writer::Run() {
     g_drain_done.store(drain_ticket, std::memory_order_release);
     g_writer_rounds.fetch_add(1, std::memory_order_release);
     MaybeRecordTime(stopping);
+    MaybeSampleResident(stopping);
     if (stopping) break;
     uint64_t now = MonotonicNs();
     if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes ||
@@ -137,8 +143,10 @@ void Writer::Run() {
   }
   // Final round: everything committed before the stop request is in the buffers now.
   DrainAll();
+  MaybeSampleResident(true);
   WriteEnd(g_stop_reason, g_stop_detail);
   close(fd_);
+  if (statm_fd_ >= 0) close(statm_fd_);
 }
 
 void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
@@ -307,14 +315,33 @@ void Writer::RescanModules() {
   for (const auto& m : loaded) meta_encoder_.Module(m);
 }
 
+// Time marks: at most one a millisecond while events flow, and one every 10 ms while none do
+// (a mark with an unchanged sequence number says that nothing happened until then: without
+// it, a snapshot at a time inside a quiet phase would land at the next burst of events).
 void Writer::MaybeRecordTime(bool force) {
   uint64_t seq = g_seq.load(std::memory_order_acquire);  // read before the clock: see TimeRecord
   uint64_t now = MonotonicNs() - process_.start_monotonic_ns;
-  if (seq == last_time_seq_ && !force) return;
-  if (!force && now - last_time_ns_ < 1000000) return;
+  uint64_t since = now - last_time_ns_;
+  if (!force && since < (seq == last_time_seq_ ? 10000000u : 1000000u)) return;
   meta_encoder_.Time({now, seq});
   last_time_seq_ = seq;
   last_time_ns_ = now;
+}
+
+// Resident memory beside the heap shows what the allocator keeps from the system.
+void Writer::MaybeSampleResident(bool force) {
+  uint64_t now = MonotonicNs();
+  if (!force && now - last_resident_ns_ < kResidentSampleNs) return;
+  last_resident_ns_ = now;
+  if (statm_fd_ < 0) statm_fd_ = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  char text[128];
+  ssize_t n = statm_fd_ >= 0 ? pread(statm_fd_, text, sizeof text - 1, 0) : -1;
+  if (n <= 0) return;
+  text[n] = '\0';
+  unsigned long long size_pages = 0, resident_pages = 0;
+  if (sscanf(text, "%llu %llu", &size_pages, &resident_pages) != 2) return;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  meta_encoder_.Resident({now - process_.start_monotonic_ns, resident_pages * page});
 }
 
 void Writer::Flush() {

@@ -2,6 +2,9 @@
 #include "analyzer/model/replay.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
 #include <map>
 #include <unordered_set>
 
@@ -32,7 +35,9 @@ struct StackState {
 
 class Replayer : public format::RecordVisitor {
  public:
-  explicit Replayer(Profile* p) : p_(p) {}
+  // stop_before_seq: events from this sequence number on are not replayed (a snapshot).
+  Replayer(Profile* p, const SnapshotSpec& spec, uint64_t stop_before_seq)
+      : p_(p), spec_(spec), stop_seq_(stop_before_seq) {}
 
   void OnProcess(const format::ProcessRecord& r) override {
     if (p_->has_process) StartOver();  // exec: the new image replaces the old one
@@ -55,16 +60,29 @@ class Replayer : public format::RecordVisitor {
   void OnStackNode(const format::StackNodeRecord& r) override {
     p_->nodes.push_back({r.parent, r.ip, ModuleOf(r.ip)});
   }
-  void OnTime(const format::TimeRecord& r) override { p_->times.push_back(r); }
+  void OnTime(const format::TimeRecord& r) override {
+    p_->times.push_back(r);
+    pending_marks_.push_back(r);
+    // Within a chunk time marks come before its events: every event delivered so far
+    // happened before this mark. The first mark past the snapshot time ends the replay.
+    if (spec_.kind == SnapshotSpec::kTime && r.monotonic_ns > spec_.seconds * 1e9 &&
+        stop_seq_ == UINT64_MAX) {
+      stop_seq_ = r.seq;
+      stop_seconds_ = static_cast<double>(r.monotonic_ns) / 1e9;
+    }
+  }
+  void OnResident(const format::ResidentRecord& r) override { p_->resident.push_back(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { p_->python_codes[r.id] = r; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
   void OnEvent(const format::Event& e) override;
 
   void Finish();
+  bool stopped_early() const { return stop_seconds_ >= 0; }
 
  private:
   void StartOver();
+  void TakeTimelinePoints(uint64_t before_seq);
   uint64_t ModuleOf(uint64_t ip) const;
   StackState& State(uint64_t stack);
   void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python = false);
@@ -84,6 +102,10 @@ class Replayer : public format::RecordVisitor {
   uint64_t live_bytes_ = 0;
   uint64_t live_blocks_ = 0;
   uint64_t peak_epoch_ = 1;
+  SnapshotSpec spec_;
+  uint64_t stop_seq_;  // UINT64_MAX: replay everything
+  double stop_seconds_ = -1;
+  std::deque<format::TimeRecord> pending_marks_;  // time marks no delivered event has passed
   AddressMap arenas_;  // pymalloc arenas, outside the heap totals
   uint64_t arena_bytes_ = 0;
 };
@@ -107,6 +129,11 @@ void Replayer::StartOver() {
   mremap_pending_.clear();
   live_bytes_ = live_blocks_ = 0;
   peak_epoch_ = 1;
+  pending_marks_.clear();
+  if (spec_.kind == SnapshotSpec::kTime) {  // a time is a time of the last image
+    stop_seq_ = UINT64_MAX;
+    stop_seconds_ = -1;
+  }
 }
 
 uint64_t Replayer::ModuleOf(uint64_t ip) const {
@@ -218,7 +245,19 @@ void Replayer::RemoveRange(uint64_t start, uint64_t size,
   }
 }
 
+void Replayer::TakeTimelinePoints(uint64_t before_seq) {
+  while (!pending_marks_.empty() && pending_marks_.front().seq <= before_seq) {
+    p_->timeline.push_back({pending_marks_.front().monotonic_ns / 1e9, live_bytes_});
+    pending_marks_.pop_front();
+  }
+}
+
 void Replayer::OnEvent(const format::Event& e) {
+  TakeTimelinePoints(e.seq);  // the heap as it was at every mark this event comes after
+  if (e.seq >= stop_seq_) {
+    if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
+    return;  // past the snapshot
+  }
   ++p_->totals.events;
   LiveBlock block;
   switch (e.kind) {
@@ -309,6 +348,9 @@ void Replayer::OnEvent(const format::Event& e) {
 }
 
 void Replayer::Finish() {
+  TakeTimelinePoints(UINT64_MAX);
+  p_->snapshot = spec_;
+  p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
   for (uint64_t stack = 0; stack < states_.size(); ++stack) {
     StackState& s = states_[stack];
     if (s.stats.allocations == 0 && s.live_blocks == 0) continue;  // never an allocation site
@@ -343,9 +385,13 @@ double Profile::DurationSeconds() const {
   return times.empty() ? 0.0 : static_cast<double>(times.back().monotonic_ns) / 1e9;
 }
 
-bool LoadProfile(const std::string& path, Profile* profile, std::string* error) {
+namespace {
+
+bool Replay(const std::string& path, const SnapshotSpec& spec, uint64_t stop_seq, Profile* profile,
+            std::string* error) {
+  *profile = Profile();
   profile->path = path;
-  Replayer replayer(profile);
+  Replayer replayer(profile, spec, stop_seq);
   if (!ReadCapture(path, &replayer, &profile->read, error)) return false;
   if (!profile->has_process) {
     *error = "'" + path + "' holds no recording (" +
@@ -355,6 +401,13 @@ bool LoadProfile(const std::string& path, Profile* profile, std::string* error) 
     return false;
   }
   replayer.Finish();
+  if (spec.kind == SnapshotSpec::kTime && spec.seconds > profile->DurationSeconds()) {
+    char message[160];
+    std::snprintf(message, sizeof message, "@%s is after the end of the capture (%.3f s)",
+                  spec.text.c_str(), profile->DurationSeconds());
+    *error = message;
+    return false;
+  }
   if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
   if (!profile->end) {
     profile->warnings.push_back(
@@ -371,6 +424,67 @@ bool LoadProfile(const std::string& path, Profile* profile, std::string* error) 
                                 " events were dropped while recording: figures are incomplete");
   }
   return true;
+}
+
+}  // namespace
+
+bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, Profile* profile,
+                 std::string* error) {
+  if (snapshot.kind != SnapshotSpec::kPeak) return Replay(path, snapshot, UINT64_MAX, profile, error);
+  // The peak is known only at the end: find it, then replay up to it.
+  if (!Replay(path, SnapshotSpec{}, UINT64_MAX, profile, error)) return false;
+  uint64_t peak_seq = profile->totals.peak_seq;
+  Profile at_peak;
+  if (!Replay(path, snapshot, peak_seq + 1, &at_peak, error)) return false;
+  at_peak.totals.peak_bytes = profile->totals.peak_bytes;
+  at_peak.totals.peak_blocks = profile->totals.peak_blocks;
+  at_peak.totals.peak_seq = peak_seq;
+  at_peak.snapshot_seconds = profile->SecondsAt(peak_seq);
+  *profile = std::move(at_peak);
+  return true;
+}
+
+std::string Profile::SnapshotLabel() const {
+  if (snapshot.kind == SnapshotSpec::kEnd) return end ? "exit" : "the end of the capture";
+  char when[48];
+  std::snprintf(when, sizeof when, " (%.3f s)", snapshot_seconds);
+  return snapshot.text + when;
+}
+
+bool ParseCaptureArgument(const std::string& argument, std::string* path, SnapshotSpec* spec,
+                          std::string* error) {
+  *spec = SnapshotSpec{};
+  size_t at = argument.rfind('@');
+  std::string text = at == std::string::npos ? "" : argument.substr(at + 1);
+  bool known = text == "end" || text == "peak" || text.rfind("t=", 0) == 0 ||
+               text.rfind("marker:", 0) == 0 || text.rfind("snapshot:", 0) == 0;
+  if (at == std::string::npos || !known) {
+    *path = argument;  // no snapshot; a path may contain '@'
+    return true;
+  }
+  *path = argument.substr(0, at);
+  spec->text = text;
+  if (text == "end") return true;
+  if (text == "peak") {
+    spec->kind = SnapshotSpec::kPeak;
+    return true;
+  }
+  if (text.rfind("t=", 0) == 0) {
+    std::string number = text.substr(2);
+    if (!number.empty() && number.back() == 's') number.pop_back();
+    char* rest = nullptr;
+    double seconds = std::strtod(number.c_str(), &rest);
+    if (number.empty() || *rest != '\0' || !(seconds >= 0) || seconds > 1e9) {
+      *error = "@" + text + ": the time must be a number of seconds, 0 or more (as in @t=2.5s)";
+      return false;
+    }
+    spec->kind = SnapshotSpec::kTime;
+    spec->seconds = seconds;
+    return true;
+  }
+  *error = "@" + text + ": this capture has no markers or snapshots (programs add them through "
+           "memlens's instrumentation API); use @t=SECONDS, @peak or @end";
+  return false;
 }
 
 }  // namespace memlens::analyzer

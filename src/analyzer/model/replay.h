@@ -65,6 +65,25 @@ struct Totals {
   uint64_t events = 0;
 };
 
+// Which moment of a capture a profile describes: the "in use" figures (leaked_*) are what was
+// live then. Written after the capture's path: FILE@end (the default), FILE@peak, FILE@t=2.5s.
+struct SnapshotSpec {
+  enum Kind { kEnd, kPeak, kTime };
+  Kind kind = kEnd;
+  double seconds = 0;  // kTime: since the start of recording
+  std::string text;    // as the user wrote it ("peak", "t=2.5s"), empty for the end
+};
+
+// Splits "FILE@SPEC" into the path and the snapshot. A path with no known @SPEC suffix is
+// all path. Returns false with one line in *error for a malformed specifier.
+bool ParseCaptureArgument(const std::string& argument, std::string* path, SnapshotSpec* spec,
+                          std::string* error);
+
+struct TimelinePoint {
+  double seconds = 0;
+  uint64_t heap_bytes = 0;  // malloc-family blocks and anonymous mappings in use
+};
+
 struct StackNode {
   uint64_t parent = 0;
   uint64_t ip = 0;
@@ -87,6 +106,13 @@ struct Profile {
   // The capture follows exec: the profile describes the last program image; these are the
   // command lines of the images it replaced, first first.
   std::vector<std::vector<std::string>> earlier_images;
+  SnapshotSpec snapshot;            // the moment the in-use figures describe
+  double snapshot_seconds = 0;      // when that moment was
+  std::vector<TimelinePoint> timeline;  // heap in use at each of the writer's time marks
+  std::vector<format::ResidentRecord> resident;  // RSS samples
+
+  // "exit", "peak (2.310 s)", "t=2.5s (2.501 s)": what the in-use figures describe.
+  std::string SnapshotLabel() const;
   std::vector<std::string> warnings;
 
   // Seconds since the start of recording at which the event with this seq had happened.
@@ -94,8 +120,13 @@ struct Profile {
   double DurationSeconds() const;
 };
 
-// Reads and replays a capture. Returns false with a one-line *error when the file is not a
-// readable capture; damage inside a capture becomes a warning in the profile.
-bool LoadProfile(const std::string& path, Profile* profile, std::string* error);
+// Reads and replays a capture up to the snapshot. Returns false with a one-line *error when
+// the file is not a readable capture or the snapshot is not in it; damage inside a capture
+// becomes a warning in the profile. A snapshot at the peak replays the capture twice.
+bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, Profile* profile,
+                 std::string* error);
+inline bool LoadProfile(const std::string& path, Profile* profile, std::string* error) {
+  return LoadProfile(path, SnapshotSpec{}, profile, error);
+}
 
 }  // namespace memlens::analyzer

@@ -42,6 +42,7 @@ class OrderingVisitor : public format::RecordVisitor {
   void OnEnd(const format::EndRecord& r) override { end_ = r; }
   void OnDrops(const format::DropsRecord& r) override { out_->OnDrops(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
+  void OnResident(const format::ResidentRecord& r) override { out_->OnResident(r); }
 
   void Finish(ReadStatus* status) {
     orderer_.Finish();
