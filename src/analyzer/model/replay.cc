@@ -2,6 +2,7 @@
 #include "analyzer/model/replay.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -36,8 +37,9 @@ struct StackState {
 class Replayer : public format::RecordVisitor {
  public:
   // stop_before_seq: events from this sequence number on are not replayed (a snapshot).
-  Replayer(Profile* p, const SnapshotSpec& spec, uint64_t stop_before_seq)
-      : p_(p), spec_(spec), stop_seq_(stop_before_seq) {}
+  Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& options,
+           uint64_t stop_before_seq)
+      : p_(p), spec_(spec), options_(options), stop_seq_(stop_before_seq) {}
 
   void OnProcess(const format::ProcessRecord& r) override {
     if (p_->has_process) StartOver();  // exec: the new image replaces the old one
@@ -70,6 +72,11 @@ class Replayer : public format::RecordVisitor {
       stop_seq_ = r.seq;
       stop_seconds_ = static_cast<double>(r.monotonic_ns) / 1e9;
     }
+    // Checkpoints the same way: taken once the delivered events reach this mark.
+    while (next_checkpoint_ < options_.checkpoint_seconds.size() &&
+           r.monotonic_ns > options_.checkpoint_seconds[next_checkpoint_] * 1e9) {
+      pending_checkpoints_.push_back({next_checkpoint_++, r});
+    }
   }
   void OnResident(const format::ResidentRecord& r) override { p_->resident.push_back(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { p_->python_codes[r.id] = r; }
@@ -83,6 +90,9 @@ class Replayer : public format::RecordVisitor {
  private:
   void StartOver();
   void TakeTimelinePoints(uint64_t before_seq);
+  void TakeCheckpoints(uint64_t before_seq);
+  void CountSize(uint64_t stack, uint64_t size);
+  void MapAddressSpace();
   uint64_t ModuleOf(uint64_t ip) const;
   StackState& State(uint64_t stack);
   void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python = false);
@@ -103,6 +113,10 @@ class Replayer : public format::RecordVisitor {
   uint64_t live_blocks_ = 0;
   uint64_t peak_epoch_ = 1;
   SnapshotSpec spec_;
+  ReplayOptions options_;
+  size_t next_checkpoint_ = 0;
+  std::deque<std::pair<size_t, format::TimeRecord>> pending_checkpoints_;
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> last_alloc_;  // thread -> address, stack
   uint64_t stop_seq_;  // UINT64_MAX: replay everything
   double stop_seconds_ = -1;
   std::deque<format::TimeRecord> pending_marks_;  // time marks no delivered event has passed
@@ -130,6 +144,9 @@ void Replayer::StartOver() {
   live_bytes_ = live_blocks_ = 0;
   peak_epoch_ = 1;
   pending_marks_.clear();
+  pending_checkpoints_.clear();
+  next_checkpoint_ = 0;
+  last_alloc_.clear();
   if (spec_.kind == SnapshotSpec::kTime) {  // a time is a time of the last image
     stop_seq_ = UINT64_MAX;
     stop_seconds_ = -1;
@@ -252,8 +269,34 @@ void Replayer::TakeTimelinePoints(uint64_t before_seq) {
   }
 }
 
+void Replayer::TakeCheckpoints(uint64_t before_seq) {
+  while (!pending_checkpoints_.empty() && pending_checkpoints_.front().second.seq <= before_seq) {
+    auto [index, mark] = pending_checkpoints_.front();
+    pending_checkpoints_.pop_front();
+    Checkpoint c;
+    c.seconds = options_.checkpoint_seconds[index];
+    c.at_seconds = mark.monotonic_ns / 1e9;
+    c.heap_bytes = live_bytes_;
+    for (uint64_t stack = 0; stack < states_.size(); ++stack) {
+      if (states_[stack].live_blocks) c.live[stack] = {states_[stack].live_bytes, states_[stack].live_blocks};
+    }
+    p_->checkpoints.push_back(std::move(c));
+  }
+}
+
+void Replayer::CountSize(uint64_t stack, uint64_t size) {
+  int bucket = SizeBucketOf(size);
+  p_->size_histogram[bucket].count += 1;
+  p_->size_histogram[bucket].bytes += size;
+  SizeHistogram& h = p_->stack_size_histograms[stack];
+  if (h.empty()) h.resize(kSizeBuckets);
+  h[bucket].count += 1;
+  h[bucket].bytes += size;
+}
+
 void Replayer::OnEvent(const format::Event& e) {
   TakeTimelinePoints(e.seq);  // the heap as it was at every mark this event comes after
+  TakeCheckpoints(e.seq);
   if (e.seq >= stop_seq_) {
     if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
     return;  // past the snapshot
@@ -265,6 +308,14 @@ void Replayer::OnEvent(const format::Event& e) {
       if (heap_.Remove(e.address, &block)) {
         Release(block.stack, block.size, block.python);
         ++p_->totals.frees;
+        auto last = last_alloc_.find(e.thread);
+        if (last != last_alloc_.end() && last->second.first == e.address) {
+          StackStats& stats = State(block.stack).stats;  // freed before any other allocation
+          stats.temporary += 1;
+          stats.temporary_bytes += block.size;
+          ++p_->totals.temporary;
+          last_alloc_.erase(last);
+        }
       } else {
         ++p_->totals.unmatched_frees;
       }
@@ -300,6 +351,7 @@ void Replayer::OnEvent(const format::Event& e) {
     }
     case EventKind::kMmap:
       AddRegion(e.address, e.size, e.stack, e.seq);
+      CountSize(e.stack, e.size);
       break;
     case EventKind::kMunmap: {
       std::vector<std::pair<uint64_t, Region>> taken;
@@ -342,13 +394,57 @@ void Replayer::OnEvent(const format::Event& e) {
         bool python = format::IsPythonAlloc(e.kind);
         heap_.Insert(e.address, {e.size, e.stack, python});
         Allocate(e.stack, e.size, e.seq, python);
+        CountSize(e.stack, e.size);
+        last_alloc_[e.thread] = {e.address, e.stack};
       }
       break;
   }
 }
 
+// The live set at the snapshot, by address: stretches of blocks with no gap over 1 MiB.
+void Replayer::MapAddressSpace() {
+  constexpr uint64_t kRegionGap = 1 << 20;
+  struct Block {
+    uint64_t begin, size, stack;
+    bool mapping;
+  };
+  std::vector<Block> blocks;
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) { blocks.push_back({a, b.size, b.stack, false}); });
+  for (const auto& [start, region] : mappings_) blocks.push_back({start, region.end - start, region.stack, true});
+  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
+  std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
+  auto close_region = [&] {
+    if (p_->address_map.empty() || bytes_by_stack.empty()) return;
+    uint64_t best = 0;
+    for (const auto& [stack, bytes] : bytes_by_stack) {
+      if (bytes > best) {
+        best = bytes;
+        p_->address_map.back().top_stack = stack;
+      }
+    }
+    bytes_by_stack.clear();
+  };
+  for (const Block& b : blocks) {
+    bool fresh = p_->address_map.empty() || b.begin > p_->address_map.back().end + kRegionGap ||
+                 p_->address_map.back().mapping != b.mapping;
+    if (fresh) {
+      close_region();
+      p_->address_map.push_back({b.begin, b.begin, 0, 0, 0, b.mapping, 0});
+    }
+    AddressRegion& r = p_->address_map.back();
+    if (b.begin > r.end) r.largest_gap = std::max(r.largest_gap, b.begin - r.end);
+    r.end = std::max(r.end, b.begin + b.size);
+    r.in_use_bytes += b.size;
+    r.blocks += 1;
+    bytes_by_stack[b.stack] += b.size;
+  }
+  close_region();
+}
+
 void Replayer::Finish() {
   TakeTimelinePoints(UINT64_MAX);
+  TakeCheckpoints(UINT64_MAX);
+  if (options_.address_map) MapAddressSpace();
   p_->snapshot = spec_;
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
   for (uint64_t stack = 0; stack < states_.size(); ++stack) {
@@ -387,11 +483,11 @@ double Profile::DurationSeconds() const {
 
 namespace {
 
-bool Replay(const std::string& path, const SnapshotSpec& spec, uint64_t stop_seq, Profile* profile,
-            std::string* error) {
+bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptions& options,
+            uint64_t stop_seq, Profile* profile, std::string* error) {
   *profile = Profile();
   profile->path = path;
-  Replayer replayer(profile, spec, stop_seq);
+  Replayer replayer(profile, spec, options, stop_seq);
   if (!ReadCapture(path, &replayer, &profile->read, error)) return false;
   if (!profile->has_process) {
     *error = "'" + path + "' holds no recording (" +
@@ -428,14 +524,16 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, uint64_t stop_seq
 
 }  // namespace
 
-bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, Profile* profile,
-                 std::string* error) {
-  if (snapshot.kind != SnapshotSpec::kPeak) return Replay(path, snapshot, UINT64_MAX, profile, error);
+bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
+                 const ReplayOptions& options, Profile* profile, std::string* error) {
+  if (snapshot.kind != SnapshotSpec::kPeak) {
+    return Replay(path, snapshot, options, UINT64_MAX, profile, error);
+  }
   // The peak is known only at the end: find it, then replay up to it.
-  if (!Replay(path, SnapshotSpec{}, UINT64_MAX, profile, error)) return false;
+  if (!Replay(path, SnapshotSpec{}, ReplayOptions{}, UINT64_MAX, profile, error)) return false;
   uint64_t peak_seq = profile->totals.peak_seq;
   Profile at_peak;
-  if (!Replay(path, snapshot, peak_seq + 1, &at_peak, error)) return false;
+  if (!Replay(path, snapshot, options, peak_seq + 1, &at_peak, error)) return false;
   at_peak.totals.peak_bytes = profile->totals.peak_bytes;
   at_peak.totals.peak_blocks = profile->totals.peak_blocks;
   at_peak.totals.peak_seq = peak_seq;

@@ -31,8 +31,14 @@ struct StackStats {
   uint64_t python_allocated_bytes = 0;
   uint64_t python_peak_bytes = 0;
   uint64_t python_leaked_bytes = 0;
+  // Temporary allocations: freed by the thread that made them before it allocated anything
+  // else (a buffer made, used and dropped at once, the pattern worth hoisting or reusing).
+  uint64_t temporary = 0;
+  uint64_t temporary_bytes = 0;
 
   void Add(const StackStats& o) {
+    temporary += o.temporary;
+    temporary_bytes += o.temporary_bytes;
     allocations += o.allocations;
     allocated_bytes += o.allocated_bytes;
     peak_bytes += o.peak_bytes;
@@ -60,6 +66,7 @@ struct Totals {
   // from the objects in them (which the totals above count).
   uint64_t arena_peak_bytes = 0;
   uint64_t arena_leaked_bytes = 0;
+  uint64_t temporary = 0;          // see StackStats::temporary
   uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
   uint64_t dropped_events = 0;
   uint64_t events = 0;
@@ -82,6 +89,40 @@ bool ParseCaptureArgument(const std::string& argument, std::string* path, Snapsh
 struct TimelinePoint {
   double seconds = 0;
   uint64_t heap_bytes = 0;  // malloc-family blocks and anonymous mappings in use
+};
+
+// Allocation sizes in log2 buckets: bucket b holds sizes in [2^b, 2^(b+1)) (0 holds 0 and 1).
+inline constexpr int kSizeBuckets = 48;
+struct SizeBucket {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+inline int SizeBucketOf(uint64_t size) { return size < 2 ? 0 : 63 - __builtin_clzll(size); }
+using SizeHistogram = std::vector<SizeBucket>;  // kSizeBuckets entries
+
+// What was live per stack at a moment, taken in the same pass as everything else.
+struct Checkpoint {
+  double seconds = 0;     // asked for
+  double at_seconds = 0;  // the time mark it was taken at
+  uint64_t heap_bytes = 0;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // stack -> bytes, blocks
+};
+
+// A stretch of address space holding live blocks, none of its gaps over 1 MiB.
+struct AddressRegion {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t in_use_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t largest_gap = 0;  // the largest free stretch between two of its blocks
+  bool mapping = false;      // an anonymous mapping the program made itself (else heap blocks)
+  uint64_t top_stack = 0;    // the stack holding most of its bytes
+};
+
+// What a replay gathers besides the always-on figures.
+struct ReplayOptions {
+  std::vector<double> checkpoint_seconds;  // ascending
+  bool address_map = false;                // cluster the live set at the snapshot
 };
 
 struct StackNode {
@@ -110,6 +151,10 @@ struct Profile {
   double snapshot_seconds = 0;      // when that moment was
   std::vector<TimelinePoint> timeline;  // heap in use at each of the writer's time marks
   std::vector<format::ResidentRecord> resident;  // RSS samples
+  SizeHistogram size_histogram = SizeHistogram(kSizeBuckets);  // every allocation
+  std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id
+  std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
+  std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
 
   // "exit", "peak (2.310 s)", "t=2.5s (2.501 s)": what the in-use figures describe.
   std::string SnapshotLabel() const;
@@ -123,8 +168,12 @@ struct Profile {
 // Reads and replays a capture up to the snapshot. Returns false with a one-line *error when
 // the file is not a readable capture or the snapshot is not in it; damage inside a capture
 // becomes a warning in the profile. A snapshot at the peak replays the capture twice.
-bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, Profile* profile,
-                 std::string* error);
+bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
+                 const ReplayOptions& options, Profile* profile, std::string* error);
+inline bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, Profile* profile,
+                        std::string* error) {
+  return LoadProfile(path, snapshot, ReplayOptions{}, profile, error);
+}
 inline bool LoadProfile(const std::string& path, Profile* profile, std::string* error) {
   return LoadProfile(path, SnapshotSpec{}, profile, error);
 }

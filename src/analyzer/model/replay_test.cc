@@ -159,3 +159,76 @@ TEST(Replay, CaptureWithoutRecordsIsAnError) {
 
 }  // namespace
 }  // namespace memlens::analyzer
+
+namespace memlens::analyzer {
+namespace {
+
+TEST(Replay, TemporariesHistogramCheckpointsAndAddressMap) {
+  CaptureBuilder b;
+  format::RecordEncoder& enc = b.encoder();
+  b.Add(EventKind::kMalloc, 0x100000, 100, 1);   // kept
+  b.Add(EventKind::kMalloc, 0x100100, 3000, 2);  // freed at once: temporary
+  b.Add(EventKind::kFree, 0x100100);
+  enc.Time({1'000'000'000, 3});                   // 1 s: events 0..2 happened before
+  b.Add(EventKind::kMalloc, 0x100200, 40, 2);    // not temporary: another allocation follows
+  b.Add(EventKind::kMalloc, 0x900000, 5000, 3);  // 9 MiB away from the others: its own region
+  b.Add(EventKind::kFree, 0x100200);
+  enc.Time({2'000'000'000, 6});
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error;
+  ReplayOptions options;
+  options.checkpoint_seconds = {0.5, 1.5};
+  options.address_map = true;
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
+  std::remove(path.c_str());
+
+  EXPECT_EQ(p.totals.temporary, 1u);
+  EXPECT_EQ(p.stacks[2].temporary, 1u);
+  EXPECT_EQ(p.stacks[2].temporary_bytes, 3000u);
+  EXPECT_EQ(p.stacks[1].temporary, 0u);
+
+  EXPECT_EQ(p.size_histogram[SizeBucketOf(100)].count, 1u);  // [64, 128)
+  EXPECT_EQ(p.size_histogram[6].bytes, 100u);
+  EXPECT_EQ(p.size_histogram[11].count, 1u);                 // 3000 in [2048, 4096)
+  EXPECT_EQ(p.size_histogram[5].count, 1u);                  // 40 in [32, 64)
+  EXPECT_EQ(p.stack_size_histograms[2][11].bytes, 3000u);
+  EXPECT_EQ(p.stack_size_histograms[2][5].count, 1u);
+
+  ASSERT_EQ(p.checkpoints.size(), 2u);
+  EXPECT_EQ(p.checkpoints[0].heap_bytes, 100u);  // at the 1 s mark: only the kept block
+  EXPECT_EQ(p.checkpoints[0].live.at(1), (std::pair<uint64_t, uint64_t>{100, 1}));
+  EXPECT_EQ(p.checkpoints[0].live.count(2), 0u);
+  EXPECT_EQ(p.checkpoints[1].heap_bytes, 5100u);
+  EXPECT_EQ(p.checkpoints[1].live.at(3).first, 5000u);
+
+  ASSERT_EQ(p.address_map.size(), 2u);
+  EXPECT_EQ(p.address_map[0].begin, 0x100000u);
+  EXPECT_EQ(p.address_map[0].end, 0x100064u);
+  EXPECT_EQ(p.address_map[0].in_use_bytes, 100u);
+  EXPECT_EQ(p.address_map[1].begin, 0x900000u);
+  EXPECT_EQ(p.address_map[1].top_stack, 3u);
+}
+
+TEST(Replay, AddressMapLargestGap) {
+  CaptureBuilder b;
+  b.Add(EventKind::kMalloc, 0x10000, 0x100, 1);
+  b.Add(EventKind::kMalloc, 0x10100, 0x100, 1);
+  b.Add(EventKind::kMalloc, 0x30000, 0x100, 2);  // a 0x1fe00-byte gap before it
+  b.Add(EventKind::kMalloc, 0x30200, 0x100, 2);  // and a 0x100-byte one
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error;
+  ReplayOptions options;
+  options.address_map = true;
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
+  std::remove(path.c_str());
+  ASSERT_EQ(p.address_map.size(), 1u);
+  EXPECT_EQ(p.address_map[0].largest_gap, 0x30000u - 0x10200u);
+  EXPECT_EQ(p.address_map[0].end - p.address_map[0].begin, 0x30300u - 0x10000u);
+  EXPECT_EQ(p.address_map[0].in_use_bytes, 0x400u);
+  EXPECT_EQ(p.address_map[0].blocks, 4u);
+}
+
+}  // namespace
+}  // namespace memlens::analyzer
