@@ -14,13 +14,13 @@ import os
 import platform
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+
+from harness import TIMEOUT_S, run, tail, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -39,8 +39,6 @@ CONFIGS = {  # name -> (kind, arguments between the interpreter and the script)
         ("memray", MEMRAY + ["--native", "--trace-python-allocators"]),
 }
 BAR = "memray --native --trace-python-allocators"  # records what memlens records
-TIMEOUT_S = 300
-TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
 def snapshot_memlens(build_dir):
@@ -61,40 +59,6 @@ def snapshot_memlens(build_dir):
             return dest / "bin" / "memlens"
         time.sleep(10)
     return None
-
-
-def run(cmd, log):
-    """Runs cmd (stdout+stderr to log). Returns (rc, wall s, peak RSS KiB of the largest process),
-    the RSS from GNU time when there (wait4's ru_maxrss would count this Python's own image)."""
-    rss_file = Path(f"{log}.rss")
-    if TIME:
-        cmd = [TIME, "-f", "%M", "-o", str(rss_file)] + cmd
-    with open(log, "wb") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        timer = threading.Timer(TIMEOUT_S, lambda: os.killpg(proc.pid, signal.SIGKILL))
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        timer.cancel()
-    rss = int(rss_file.read_text().split()[-1]) if TIME and rss_file.exists() else usage.ru_maxrss
-    return os.waitstatus_to_exitcode(status), wall, rss
-
-
-def timed(cmd):
-    """Runs an analyzer; returns (rc, wall s, stdout, stderr)."""
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                              timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return -1, time.perf_counter() - start, "", f"timed out after {TIMEOUT_S} s"
-    return proc.returncode, time.perf_counter() - start, proc.stdout, proc.stderr
-
-
-def tail(text):
-    lines = [l for l in text.strip().splitlines() if l.strip()]
-    return lines[-1][:80].replace("|", "/") if lines else ""
 
 
 def one_run(config, name, py, script, memlens, rep):

@@ -429,18 +429,25 @@ bool IsWriterThread() {
 
 void NoteModulesChangedForWriter() { g_modules_changed.store(true, std::memory_order_release); }
 
-void PauseWriterForExec(int timeout_ms) {
-  if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
-  g_paused.store(true, std::memory_order_release);
-  uint64_t ticket = g_pause_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
-  WakeWriter();
-  for (int waited_us = 0; g_pause_done.load(std::memory_order_acquire) < ticket &&
+// Takes a ticket from `requested` and waits (at most timeout_ms) until the writer has marked
+// a round that covers it in `done`.
+void RequestAndWait(std::atomic<uint64_t>& requested, const std::atomic<uint64_t>& done,
+                    int timeout_ms) {
+  uint64_t ticket = requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+  for (int waited_us = 0; done.load(std::memory_order_acquire) < ticket &&
                           g_writer_running.load(std::memory_order_acquire) &&
                           waited_us < timeout_ms * 1000;
        waited_us += 100) {
+    WakeWriter();
     timespec pause{0, 100000};
     nanosleep(&pause, nullptr);
   }
+}
+
+void PauseWriterForExec(int timeout_ms) {
+  if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
+  g_paused.store(true, std::memory_order_release);
+  RequestAndWait(g_pause_requested, g_pause_done, timeout_ms);
 }
 
 void ResumeWriter() {
@@ -450,16 +457,7 @@ void ResumeWriter() {
 
 void DrainNow(int timeout_ms) {
   if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
-  uint64_t ticket = g_drain_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
-  WakeWriter();
-  for (int waited_us = 0; g_drain_done.load(std::memory_order_acquire) < ticket &&
-                          g_writer_running.load(std::memory_order_acquire) &&
-                          waited_us < timeout_ms * 1000;
-       waited_us += 100) {
-    WakeWriter();
-    timespec pause{0, 100000};
-    nanosleep(&pause, nullptr);
-  }
+  RequestAndWait(g_drain_requested, g_drain_done, timeout_ms);
 }
 
 }  // namespace memlens::agent

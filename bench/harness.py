@@ -1,0 +1,49 @@
+"""Helpers shared by the benchmark runners (run.py, python_bench.py): run a command and
+measure its wall time and peak RSS, time an analyzer, shorten an error line for a table."""
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+TIMEOUT_S = 300
+TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
+def run(cmd, log):
+    """Runs cmd (stdout+stderr to log). Returns (rc, wall s, peak RSS KiB of the largest process).
+
+    ru_maxrss from wait4 is the largest single process of the command's tree, not a sum. It
+    also counts the image that exec'd the child (this Python process), so when GNU time is
+    there it is the one to fork and report (its own image is ~2 MiB).
+    """
+    rss_file = Path(f"{log}.rss")
+    if TIME:
+        cmd = [TIME, "-f", "%M", "-o", str(rss_file)] + cmd
+    with open(log, "wb") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        timer = threading.Timer(TIMEOUT_S, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        timer.cancel()
+    rss = int(rss_file.read_text().split()[-1]) if TIME and rss_file.exists() else usage.ru_maxrss
+    return os.waitstatus_to_exitcode(status), wall, rss
+
+
+def timed(cmd):
+    """Runs an analyzer; returns (rc, wall s, stdout, stderr)."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                              timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return -1, time.perf_counter() - start, "", f"timed out after {TIMEOUT_S} s"
+    return proc.returncode, time.perf_counter() - start, proc.stdout, proc.stderr
+
+
+def tail(text):
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    return lines[-1][:80].replace("|", "/") if lines else ""
