@@ -58,6 +58,8 @@ class Replayer : public format::RecordVisitor {
   // a second index: count OS threads, not indices.
   void OnThread(const format::ThreadRecord& r) override {
     if (tids_.insert(r.tid).second) ++p_->thread_count;
+    if (r.index >= tid_of_.size()) tid_of_.resize(r.index + 1);
+    tid_of_[r.index] = r.tid;
   }
   void OnStackNode(const format::StackNodeRecord& r) override {
     p_->nodes.push_back({r.parent, r.ip, ModuleOf(r.ip)});
@@ -92,6 +94,7 @@ class Replayer : public format::RecordVisitor {
   void TakeTimelinePoints(uint64_t before_seq);
   void TakeCheckpoints(uint64_t before_seq);
   void CountSize(uint64_t stack, uint64_t size);
+  bool LeftOut(const format::Event& e);
   void MapAddressSpace();
   uint64_t ModuleOf(uint64_t ip) const;
   StackState& State(uint64_t stack);
@@ -104,10 +107,13 @@ class Replayer : public format::RecordVisitor {
   Profile* p_;
   std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
   std::unordered_set<uint64_t> tids_;
+  std::vector<uint64_t> tid_of_;  // by thread index
+  AddressMap other_threads_;  // ReplayOptions::thread: live blocks of the threads left out
   AddressMap heap_;
   std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
   std::vector<StackState> states_;  // by stack id: node ids are dense
   std::unordered_map<uint32_t, LiveBlock> realloc_pending_;  // by thread
+  std::unordered_map<uint32_t, LiveBlock> left_out_realloc_;  // by thread
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, Region>>> mremap_pending_;
   uint64_t live_bytes_ = 0;
   uint64_t live_blocks_ = 0;
@@ -134,6 +140,9 @@ void Replayer::StartOver() {
   loaded_.clear();
   unloaded_.clear();
   tids_.clear();
+  tid_of_.clear();
+  other_threads_ = AddressMap();
+  left_out_realloc_.clear();
   heap_ = AddressMap();
   arenas_ = AddressMap();
   arena_bytes_ = 0;
@@ -288,10 +297,45 @@ void Replayer::CountSize(uint64_t stack, uint64_t size) {
   int bucket = SizeBucketOf(size);
   p_->size_histogram[bucket].count += 1;
   p_->size_histogram[bucket].bytes += size;
+  if (!options_.stack_size_histograms) return;
   SizeHistogram& h = p_->stack_size_histograms[stack];
   if (h.empty()) h.resize(kSizeBuckets);
   h[bucket].count += 1;
   h[bucket].bytes += size;
+}
+
+// ReplayOptions::thread: true for an event that belongs to a thread left out (an allocation it
+// made, or the free or realloc of a block it allocated).
+bool Replayer::LeftOut(const format::Event& e) {
+  bool other = e.thread >= tid_of_.size() || tid_of_[e.thread] != options_.thread;
+  LiveBlock block;
+  switch (e.kind) {
+    case EventKind::kFree:
+    case EventKind::kReallocOld:
+      if (other_threads_.Remove(e.address, &block)) {
+        if (e.kind == EventKind::kReallocOld) left_out_realloc_[e.thread] = block;
+        return true;
+      }
+      return false;
+    case EventKind::kReallocFailed: {
+      auto it = left_out_realloc_.find(e.thread);
+      if (it == left_out_realloc_.end()) return false;
+      other_threads_.Insert(e.address, it->second);
+      left_out_realloc_.erase(it);
+      return true;
+    }
+    case EventKind::kMmap:
+    case EventKind::kMremapNew:
+    case EventKind::kPyArenaAlloc:
+    case EventKind::kPyArenaFree:
+      return other;  // a left-out mapping is never tracked; unmapping it finds nothing
+    default:
+      if (!format::IsHeapAlloc(e.kind)) return false;
+      left_out_realloc_.erase(e.thread);
+      if (!other) return false;
+      other_threads_.Insert(e.address, {e.size, e.stack, false});
+      return true;
+  }
 }
 
 void Replayer::OnEvent(const format::Event& e) {
@@ -303,6 +347,7 @@ void Replayer::OnEvent(const format::Event& e) {
   }
   ++p_->totals.events;
   LiveBlock block;
+  if (options_.thread != 0 && LeftOut(e)) return;
   switch (e.kind) {
     case EventKind::kFree:
       if (heap_.Remove(e.address, &block)) {

@@ -123,6 +123,12 @@ struct AddressRegion {
 struct ReplayOptions {
   std::vector<double> checkpoint_seconds;  // ascending
   bool address_map = false;                // cluster the live set at the snapshot
+  // Size histograms per stack (Profile::stack_size_histograms): 768 bytes a stack, so only
+  // for the views that show them; the overall histogram is always there.
+  bool stack_size_histograms = false;
+  // Only allocations made by this OS thread (its tid), 0 for all: the others are left out of
+  // every figure (their frees and reallocs are paired with them, silently).
+  uint64_t thread = 0;
 };
 
 struct StackNode {
@@ -152,7 +158,7 @@ struct Profile {
   std::vector<TimelinePoint> timeline;  // heap in use at each of the writer's time marks
   std::vector<format::ResidentRecord> resident;  // RSS samples
   SizeHistogram size_histogram = SizeHistogram(kSizeBuckets);  // every allocation
-  std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id
+  std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id, on demand
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
 

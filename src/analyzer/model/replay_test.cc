@@ -180,6 +180,7 @@ TEST(Replay, TemporariesHistogramCheckpointsAndAddressMap) {
   ReplayOptions options;
   options.checkpoint_seconds = {0.5, 1.5};
   options.address_map = true;
+  options.stack_size_histograms = true;
   ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
   std::remove(path.c_str());
 
