@@ -8,12 +8,68 @@ namespace memlens::cli {
 using analyzer::JsonWriter;
 using analyzer::Profile;
 
-void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options) {
+void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters) {
   command->add_option("capture", options->capture,
                       "capture file written by `memlens run`, optionally with the moment to\n"
                       "look at: FILE@end (default), FILE@peak, FILE@t=2.5s")
       ->required();
   command->add_flag("--json", options->json, "print JSON (shape: docs/json-output.md)");
+  if (filters) AddFilterOptions(command, &options->filters);
+}
+
+void AddFilterOptions(CLI::App* command, FilterOptions* filters) {
+  command->add_option("--include", filters->include,
+                      "only stacks with a frame matching GLOB (function:, file:, module: narrow\n"
+                      "it to one field); repeatable");
+  command->add_option("--exclude", filters->exclude,
+                      "leave out stacks with a frame matching GLOB (as --include); repeatable;\n"
+                      "wins over --include");
+  command->add_option("--thread", filters->thread,
+                      "only allocations made by this OS thread id (tid)");
+}
+
+namespace {
+
+bool ParsePatterns(const std::vector<std::string>& texts, std::vector<analyzer::FramePattern>* out,
+                   std::string* error) {
+  for (const auto& text : texts) {
+    analyzer::FramePattern pattern;
+    if (!analyzer::FramePattern::Parse(text, &pattern, error)) return false;
+    out->push_back(std::move(pattern));
+  }
+  return true;
+}
+
+bool ParseFilter(const FilterOptions& filters, analyzer::StackFilter* out, std::string* error) {
+  return ParsePatterns(filters.include, &out->include, error) &&
+         ParsePatterns(filters.exclude, &out->exclude, error);
+}
+
+}  // namespace
+
+bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
+                    analyzer::ReplayOptions replay, Profile* profile) {
+  std::string path, error;
+  analyzer::SnapshotSpec snapshot;
+  analyzer::StackFilter filter;
+  if (!ParseFilter(filters, &filter, &error)) {
+    Complain(error);
+    return false;
+  }
+  replay.thread = filters.thread;
+  if (analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error) &&
+      analyzer::LoadProfile(path, snapshot, replay, profile, &error)) {
+    return true;
+  }
+  Complain(error);
+  return false;
+}
+
+void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolver,
+                  Profile* profile) {
+  analyzer::StackFilter filter;
+  std::string error;
+  if (ParseFilter(filters, &filter, &error)) analyzer::FilterProfile(filter, resolver, profile);
 }
 
 int Complain(const std::string& message) {
@@ -33,7 +89,7 @@ bool LoadOrComplain(const std::string& argument, Profile* profile) {
 }
 
 bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {
-  return LoadOrComplain(options.capture, profile);
+  return LoadOrComplain(options.capture, options.filters, analyzer::ReplayOptions{}, profile);
 }
 
 void PrintWarnings(const Profile& profile, const analyzer::StackResolver& resolver) {

@@ -1,7 +1,8 @@
 // src/cli/analysis_options.h
 //
 // What every analysis command shares: the capture argument, --json, loading the capture with
-// one clear line on failure, the capture/process header of the JSON output, and warnings.
+// one clear line on failure, the filters (--include, --exclude, --thread), the capture/process
+// header of the JSON output, and warnings.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,17 +12,35 @@
 #include "analyzer/export/json_writer.h"
 #include "analyzer/model/replay.h"
 #include "analyzer/model/sites.h"
+#include "analyzer/model/stack_filter.h"
 
 namespace memlens::cli {
 
 inline constexpr int kExitBadInput = 2;
 
+// Which allocations a view looks at (analyzer/model/stack_filter.h): stacks with a frame
+// matching an --include (when any) and none matching an --exclude, made by --thread.
+struct FilterOptions {
+  std::vector<std::string> include, exclude;
+  uint64_t thread = 0;  // OS thread id; 0: every thread
+};
+
 struct AnalysisOptions {
   std::string capture;
   bool json = false;
+  FilterOptions filters;
 };
 
-void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options);
+// Adds the capture argument, --json and, for the views that apply them, the filter options.
+void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters = false);
+void AddFilterOptions(CLI::App* command, FilterOptions* filters);
+// Loads the capture with the filters' thread in *replay (other replay options as given) after
+// checking the patterns. Then, once the view has its resolver, ApplyFilters drops the stacks
+// the patterns leave out (FilterProfile): every view calls both, in that order.
+bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
+                    analyzer::ReplayOptions replay, analyzer::Profile* profile);
+void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolver,
+                  analyzer::Profile* profile);
 // Prints "memlens: <why>" to stderr and returns false when the capture cannot be read.
 // argument: FILE or FILE@SNAPSHOT.
 bool LoadOrComplain(const AnalysisOptions& options, analyzer::Profile* profile);

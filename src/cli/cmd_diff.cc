@@ -24,6 +24,7 @@ struct DiffOptions {
   std::string by = "line";
   size_t limit = 20;
   bool json = false;
+  FilterOptions filters;
 };
 
 struct DiffRow {
@@ -61,8 +62,13 @@ int Diff(const DiffOptions& o) {
   GroupBy group;
   if (!ParseGroupBy(o.by, &group)) return Complain("diff: --by must be function, line, module or stack");
   Profile before, after;
-  if (!LoadOrComplain(o.before, &before) || !LoadOrComplain(o.after, &after)) return kExitBadInput;
+  if (!LoadOrComplain(o.before, o.filters, {}, &before) ||
+      !LoadOrComplain(o.after, o.filters, {}, &after)) {
+    return kExitBadInput;
+  }
   StackResolver before_resolver(before), after_resolver(after);
+  ApplyFilters(o.filters, &before_resolver, &before);
+  ApplyFilters(o.filters, &after_resolver, &after);
   std::map<std::string, DiffRow> rows;
   for (auto& r : GroupSites(before, &before_resolver, group)) {
     DiffRow& d = rows[SiteKey(r, group)];
@@ -157,6 +163,7 @@ Command AddDiffCommand(CLI::App* app) {
   cmd->add_option("--by", o->by, "group by function, line, module or stack")->capture_default_str();
   cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON (shape: docs/json-output.md)");
+  AddFilterOptions(cmd, &o->filters);
   return {cmd, [o] { return Diff(*o); }};
 }
 

@@ -1,9 +1,14 @@
 // src/cli/cmd_leaks.cc
 //
-// `memlens leaks FILE [--limit N] [--min-bytes B]`: blocks still allocated at exit, grouped by
-// call stack, with the full stacks.
+// `memlens leaks FILE [--limit N] [--min-bytes B] [--suppressions FILE]`: blocks still
+// allocated at exit, grouped by call stack, with the full stacks.
+// `memlens leaks FILE --growth [--windows N]`: logical leaks, sites whose memory in use grows
+// all along the capture even when everything is freed at exit (the rule: GrowingSites).
+#include <algorithm>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "analyzer/export/format_units.h"
 #include "cli/analysis_options.h"
@@ -18,18 +23,55 @@ struct LeaksOptions {
   AnalysisOptions common;
   size_t limit = 20;
   uint64_t min_bytes = 0;
+  std::string suppressions;
+  bool growth = false;
+  size_t windows = 8;
 };
 
+struct Suppressed {
+  uint64_t stacks = 0, bytes = 0, blocks = 0;
+};
+
+void PrintStack(const Stack& stack) {
+  size_t site = StackResolver::SiteIndex(stack);
+  for (size_t f = 0; f < stack.size(); ++f) {
+    const SourceFrame& frame = *stack[f];
+    std::string location = SourceLocation(frame);
+    std::cout << (f == site ? "    at " : "       ") << FunctionName(frame)
+              << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(frame)
+              << (frame.inlined ? ", inlined" : "") << ")\n";
+  }
+}
+
+int Growth(const LeaksOptions& o);
+
 int Leaks(const LeaksOptions& o) {
+  if (o.growth) return Growth(o);
+  std::vector<FramePattern> suppressions;
+  std::string error;
+  if (!o.suppressions.empty() && !ReadPatternFile(o.suppressions, &suppressions, &error)) {
+    return Complain("leaks: --suppressions: " + error);
+  }
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
   auto rows = GroupSites(p, &resolver, GroupBy::kStack);
   SortRows(&rows, SortBy::kLeaked);
   std::vector<SiteRow> leaks;
   size_t stacks = 0;
+  Suppressed suppressed;
   for (auto& r : rows) {
-    if (r.stats.leaked_blocks == 0 || r.stats.leaked_bytes < o.min_bytes) continue;
+    if (r.stats.leaked_blocks == 0) continue;
+    bool hidden = false;
+    for (const auto& pattern : suppressions) hidden = hidden || pattern.MatchesAnyFrame(r.stack);
+    if (hidden) {
+      suppressed.stacks += 1;
+      suppressed.bytes += r.stats.leaked_bytes;
+      suppressed.blocks += r.stats.leaked_blocks;
+      continue;
+    }
+    if (r.stats.leaked_bytes < o.min_bytes) continue;
     ++stacks;
     if (leaks.size() < o.limit) leaks.push_back(std::move(r));
   }
@@ -41,6 +83,12 @@ int Leaks(const LeaksOptions& o) {
     json.Field("leaked_bytes", t.leaked_bytes);
     json.Field("leaked_blocks", t.leaked_blocks);
     json.Field("stack_count", static_cast<uint64_t>(stacks));
+    json.Key("suppressed");
+    json.BeginObject();
+    json.Field("stacks", suppressed.stacks);
+    json.Field("bytes", suppressed.bytes);
+    json.Field("blocks", suppressed.blocks);
+    json.EndObject();
     json.Key("leaks");
     json.BeginArray();
     for (const auto& r : leaks) {
@@ -58,22 +106,166 @@ int Leaks(const LeaksOptions& o) {
   } else {
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCount(t.leaked_blocks) << " blocks, from " << stacks << " call stacks\n";
+    if (suppressed.stacks) {
+      std::cout << "(suppressed: " << FormatBytes(suppressed.bytes) << " in "
+                << FormatCount(suppressed.blocks) << " blocks from " << suppressed.stacks
+                << " call stacks)\n";
+    }
     for (size_t i = 0; i < leaks.size(); ++i) {
       const auto& r = leaks[i];
       std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.leaked_bytes) << " in "
                 << FormatCount(r.stats.leaked_blocks) << " blocks (" << FormatCount(r.stats.allocations)
                 << " allocated here in all)\n";
-      size_t site = StackResolver::SiteIndex(r.stack);
-      for (size_t f = 0; f < r.stack.size(); ++f) {
-        const SourceFrame& frame = *r.stack[f];
-        std::string location = SourceLocation(frame);
-        std::cout << (f == site ? "    at " : "       ") << FunctionName(frame)
-                  << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(frame)
-                  << (frame.inlined ? ", inlined" : "") << ")\n";
-      }
+      PrintStack(r.stack);
     }
     if (stacks > leaks.size()) {
       std::cout << "\n(" << stacks - leaks.size() << " more call stacks; use --limit)\n";
+    }
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+// One site's memory in use at each checkpoint, and the stack holding most of it at the last.
+struct GrowingSite {
+  SourceFrame site;
+  std::vector<uint64_t> bytes;  // by checkpoint
+  uint64_t in_use_at_end = 0;   // at the snapshot (the end of the capture by default)
+  uint64_t stack_id = 0;
+  uint64_t stack_bytes = 0;  // the stack's bytes at the last checkpoint
+  uint64_t Growth() const { return bytes.back() - bytes.front(); }
+};
+
+// The rule of a logical leak: over the N checkpoints, the site's bytes in use never decrease,
+// the last exceeds the first, and they rise in at least half of the N-1 steps (rounded up), so
+// one burst caught by one checkpoint is not growth.
+bool Grows(const std::vector<uint64_t>& v) {
+  if (v.size() < 2 || v.back() <= v.front()) return false;
+  size_t rises = 0;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (v[i] < v[i - 1]) return false;
+    if (v[i] > v[i - 1]) ++rises;
+  }
+  return rises * 2 >= v.size() - 1;
+}
+
+std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver) {
+  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
+  std::map<Key, GrowingSite> sites;
+  size_t n = p.checkpoints.size();
+  auto site_of = [&](uint64_t stack_id) -> GrowingSite& {
+    Stack frames = resolver->Frames(stack_id);
+    SourceFrame site;
+    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    GrowingSite& g = sites[{site.function, site.file, site.line, site.module,
+                            site.function.empty() ? site.module_offset : 0}];
+    if (g.bytes.empty()) {
+      g.site = site;
+      g.bytes.assign(n, 0);
+    }
+    return g;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [stack_id, live] : p.checkpoints[i].live) {
+      GrowingSite& g = site_of(stack_id);
+      g.bytes[i] += live.first;
+      if (i + 1 == n && live.first > g.stack_bytes) {
+        g.stack_bytes = live.first;
+        g.stack_id = stack_id;
+      }
+    }
+  }
+  std::vector<GrowingSite> out;
+  for (auto& [key, g] : sites) {
+    if (Grows(g.bytes)) out.push_back(std::move(g));
+  }
+  for (auto& g : out) {  // in use at the snapshot, for contrast with the growth
+    for (const auto& [stack_id, stats] : p.stacks) {
+      Stack frames = resolver->Frames(stack_id);
+      SourceFrame site;
+      if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+      if (site.function == g.site.function && site.file == g.site.file &&
+          site.line == g.site.line && site.module == g.site.module &&
+          site.module_offset == g.site.module_offset) {
+        g.in_use_at_end += stats.leaked_bytes;
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const GrowingSite& a, const GrowingSite& b) {
+    return a.Growth() > b.Growth();
+  });
+  return out;
+}
+
+int Growth(const LeaksOptions& o) {
+  if (o.windows < 2) return Complain("leaks: --windows must be 2 or more");
+  Profile first;  // for the duration
+  if (!LoadOrComplain(o.common.capture, o.common.filters, {}, &first)) return kExitBadInput;
+  double duration = first.snapshot_seconds;
+  ReplayOptions replay;
+  for (size_t k = 1; k <= o.windows; ++k) {
+    replay.checkpoint_seconds.push_back(duration * static_cast<double>(k) /
+                                        static_cast<double>(o.windows + 1));
+  }
+  Profile p;
+  if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
+  auto sites = GrowingSites(p, &resolver);
+  size_t site_count = sites.size();
+  if (sites.size() > o.limit) sites.resize(o.limit);
+  if (p.checkpoints.size() < o.windows) {
+    p.warnings.push_back("only " + std::to_string(p.checkpoints.size()) + " of " +
+                         std::to_string(o.windows) +
+                         " checkpoints could be taken (the capture has too few time marks)");
+  }
+  if (o.common.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Field("windows", static_cast<uint64_t>(o.windows));
+    json.Key("checkpoints");
+    json.BeginArray();
+    for (const auto& c : p.checkpoints) {
+      json.BeginObject();
+      json.Field("time_s", c.at_seconds);
+      json.Field("heap_bytes", c.heap_bytes);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.Field("site_count", static_cast<uint64_t>(site_count));
+    json.Key("growing");
+    json.BeginArray();
+    for (const auto& g : sites) {
+      json.BeginObject();
+      json.Key("site");
+      WriteFrame(&json, g.site);
+      json.Field("growth_bytes", g.Growth());
+      json.Key("bytes");
+      json.BeginArray();
+      for (uint64_t b : g.bytes) json.Uint(b);
+      json.EndArray();
+      json.Field("in_use_at_end", g.in_use_at_end);
+      WriteStack(&json, "stack", resolver.Frames(g.stack_id));
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+  } else {
+    std::cout << "Sites whose memory in use grew at " << p.checkpoints.size()
+              << " checkpoints up to " << p.SnapshotLabel() << ": " << site_count << "\n";
+    for (size_t i = 0; i < sites.size(); ++i) {
+      const auto& g = sites[i];
+      std::cout << "\n#" << i + 1 << "  +" << FormatBytes(g.Growth()) << " (";
+      for (size_t c = 0; c < g.bytes.size(); ++c) {
+        std::cout << (c ? " -> " : "") << FormatBytes(g.bytes[c]);
+      }
+      std::cout << "), " << FormatBytes(g.in_use_at_end) << " in use at " << p.SnapshotLabel()
+                << "\n";
+      PrintStack(resolver.Frames(g.stack_id));
+    }
+    if (site_count > sites.size()) {
+      std::cout << "\n(" << site_count - sites.size() << " more sites; use --limit)\n";
     }
   }
   PrintWarnings(p, resolver);
@@ -84,10 +276,19 @@ int Leaks(const LeaksOptions& o) {
 
 Command AddLeaksCommand(CLI::App* app) {
   auto o = std::make_shared<LeaksOptions>();
-  CLI::App* cmd = app->add_subcommand("leaks", "Blocks still allocated at exit, by call stack");
-  AddAnalysisOptions(cmd, &o->common);
+  CLI::App* cmd = app->add_subcommand(
+      "leaks", "Blocks still allocated at exit, by call stack; --growth: memory that keeps growing");
+  AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--limit", o->limit, "call stacks to show")->capture_default_str();
   cmd->add_option("--min-bytes", o->min_bytes, "hide stacks holding fewer bytes")->capture_default_str();
+  cmd->add_option("--suppressions", o->suppressions,
+                  "hide leaks whose stack has a frame matching a pattern of this file (one per\n"
+                  "line: function:GLOB, file:GLOB, module:GLOB; # comments); counted apart");
+  cmd->add_flag("--growth", o->growth,
+                "logical leaks: sites whose memory in use grows at every checkpoint, even\n"
+                "when freed at exit");
+  cmd->add_option("--windows", o->windows, "--growth: checkpoints through the capture")
+      ->capture_default_str();
   return {cmd, [o] { return Leaks(*o); }};
 }
 

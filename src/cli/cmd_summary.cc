@@ -70,6 +70,7 @@ int Summary(const SummaryOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
   auto rows = GroupSites(p, &resolver, GroupBy::kLine);
   auto by_peak = TopRows(rows, SortBy::kPeak, o.limit);
   auto by_leak = TopRows(rows, SortBy::kLeaked, o.limit);
@@ -145,7 +146,7 @@ int Summary(const SummaryOptions& o) {
 Command AddSummaryCommand(CLI::App* app) {
   auto o = std::make_shared<SummaryOptions>();
   CLI::App* cmd = app->add_subcommand("summary", "Totals, peak, memory in use at exit, top sites");
-  AddAnalysisOptions(cmd, &o->common);
+  AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--limit", o->limit, "sites listed per table")->capture_default_str();
   return {cmd, [o] { return Summary(*o); }};
 }

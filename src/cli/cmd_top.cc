@@ -30,6 +30,7 @@ int Top(const TopOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
   auto rows = GroupSites(p, &resolver, group);
   SortRows(&rows, sort);
   if (rows.size() > o.limit) rows.resize(o.limit);
@@ -102,7 +103,7 @@ int Top(const TopOptions& o) {
 Command AddTopCommand(CLI::App* app) {
   auto o = std::make_shared<TopOptions>();
   CLI::App* cmd = app->add_subcommand("top", "The top allocation sites, grouped and sorted");
-  AddAnalysisOptions(cmd, &o->common);
+  AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--by", o->by, "group by function, line, module or stack")->capture_default_str();
   cmd->add_option("--sort", o->sort, "sort by peak, allocated, count or leaked")->capture_default_str();
   cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();

@@ -65,6 +65,7 @@ int Tree(const TreeOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
   auto root = BuildCallTree(p, &resolver, metric, o.bottom_up);
   PruneTree(root.get(), static_cast<uint64_t>(root->total * o.min_percent / 100.0));
   if (o.common.json) {
@@ -93,7 +94,7 @@ int Tree(const TreeOptions& o) {
 Command AddTreeCommand(CLI::App* app) {
   auto o = std::make_shared<TreeOptions>();
   CLI::App* cmd = app->add_subcommand("tree", "The call tree with self and inclusive bytes");
-  AddAnalysisOptions(cmd, &o->common);
+  AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_flag("--bottom-up", o->bottom_up, "start from allocation sites and go to callers");
   cmd->add_option("--metric", o->metric, "peak, allocated, count or leaked")->capture_default_str();
   cmd->add_option("--min-percent", o->min_percent, "fold nodes below this share of the total")

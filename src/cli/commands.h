@@ -25,5 +25,9 @@ Command AddTreeCommand(CLI::App* app);
 Command AddLeaksCommand(CLI::App* app);
 Command AddDiffCommand(CLI::App* app);
 Command AddTimelineCommand(CLI::App* app);
+Command AddHistogramCommand(CLI::App* app);
+Command AddTemporaryCommand(CLI::App* app);
+Command AddMapCommand(CLI::App* app);
+Command AddReportCommand(CLI::App* app);
 
 }  // namespace memlens::cli

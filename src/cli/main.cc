@@ -21,7 +21,7 @@ std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cl
   }
   if (!command) {
     if (first[0] != '-') {
-      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline)";
+      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline, histogram, temporary, map, report)";
     }
     return error.what();
   }
@@ -57,12 +57,18 @@ int main(int argc, char** argv) {
       "  memlens leaks CAPTURE\n"
       "  memlens diff CAPTURE@t=1s CAPTURE@t=5s     what grew between two moments\n"
       "  memlens timeline CAPTURE                   heap and resident memory over time\n"
+      "  memlens histogram CAPTURE                  allocation sizes, overall and per site\n"
+      "  memlens temporary CAPTURE                  allocations freed at once (reuse them)\n"
+      "  memlens map CAPTURE@peak                   address space in use: regions, gaps\n"
+      "  memlens report CAPTURE -o report.html      one self-contained interactive page\n"
       "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the default).\n"
       "Every analysis command takes --json (docs/json-output.md).");
   std::vector<Command> commands = {AddRunCommand(&app), AddSummaryCommand(&app),
                                    AddTopCommand(&app), AddTreeCommand(&app),
                                    AddLeaksCommand(&app), AddDiffCommand(&app),
-                                   AddTimelineCommand(&app)};
+                                   AddTimelineCommand(&app), AddHistogramCommand(&app),
+                                   AddTemporaryCommand(&app), AddMapCommand(&app),
+                                   AddReportCommand(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

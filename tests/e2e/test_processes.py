@@ -142,4 +142,5 @@ def test_exited_threads_give_their_buffers_back(record):
     assert growth_mib < 32, f"address space grew {growth_mib} MiB over 380 short-lived threads"
     work = r.row_at("many_threads.c", "work")
     assert work["allocations"] == 400 * 1000 and work["leaked_bytes"] == 0
-    assert r.analyze("summary")["process"]["threads"] == 401
+    # Threads are counted by OS thread id, which the kernel may give again to a later thread.
+    assert 380 <= r.analyze("summary")["process"]["threads"] <= 401

@@ -1,0 +1,652 @@
+// src/analyzer/export/report_data.cc: see report_data.h. The JSON shape is in docs/report.md.
+#include "analyzer/export/report_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/model/call_tree.h"
+#include "analyzer/reader/capture_reader.h"
+
+namespace memlens::analyzer {
+namespace {
+
+// A compact JSON writer: no whitespace, commas placed by a stack of "has items" flags.
+class Json {
+ public:
+  explicit Json(std::string* out) : out_(*out) {}
+  void BeginObject() { Open('{'); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
+  void Key(std::string_view key) {
+    Comma();
+    AppendScriptSafeJsonString(&out_, key);
+    out_ += ':';
+    after_key_ = true;
+  }
+  void String(std::string_view v) {
+    Comma();
+    AppendScriptSafeJsonString(&out_, v);
+  }
+  void Uint(uint64_t v) {
+    Comma();
+    out_ += std::to_string(v);
+  }
+  void Int(int64_t v) {
+    Comma();
+    out_ += std::to_string(v);
+  }
+  void Bool(bool v) {
+    Comma();
+    out_ += v ? "true" : "false";
+  }
+  void Double(double v) {
+    Comma();
+    if (!std::isfinite(v)) {
+      out_ += "null";
+      return;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    out_ += buf;
+  }
+  void Null() {
+    Comma();
+    out_ += "null";
+  }
+  template <typename T>
+  void Field(std::string_view key, T v) {
+    Key(key);
+    if constexpr (std::is_same_v<T, bool>) {
+      Bool(v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      Double(v);
+    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      Int(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      Uint(v);
+    } else {
+      String(v);
+    }
+  }
+
+ private:
+  void Comma() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!has_items_.empty()) {
+      if (has_items_.back()) out_ += ',';
+      has_items_.back() = true;
+    }
+  }
+  void Open(char c) {
+    Comma();
+    out_ += c;
+    has_items_.push_back(false);
+  }
+  void Close(char c) {
+    out_ += c;
+    has_items_.pop_back();
+  }
+
+  std::string& out_;
+  std::vector<bool> has_items_;
+  bool after_key_ = false;
+};
+
+// Strings and frames are written once, in tables, and referred to by index.
+class Tables {
+ public:
+  int String(const std::string& s) {
+    auto [it, fresh] = strings_.emplace(s, static_cast<int>(string_list_.size()));
+    if (fresh) string_list_.push_back(&it->first);
+    return it->second;
+  }
+  int Frame(const SourceFrame& f) {
+    std::string name = f.function.empty() ? FunctionName(f) : f.function;
+    int flags = (f.inlined ? 1 : 0) | (f.python ? 2 : 0);
+    auto key = std::make_tuple(String(name), String(f.file), f.line, String(f.module), flags);
+    auto [it, fresh] = frames_.emplace(key, static_cast<int>(frame_list_.size()));
+    if (fresh) frame_list_.push_back(key);
+    return it->second;
+  }
+  void Write(Json* json) const {
+    json->Key("strings");
+    json->BeginArray();
+    for (const std::string* s : string_list_) json->String(*s);
+    json->EndArray();
+    json->Key("frames");  // [function, file, line, module, flags]; strings by index
+    json->BeginArray();
+    for (const auto& [name, file, line, module, flags] : frame_list_) {
+      json->BeginArray();
+      json->Int(name);
+      json->Int(file);
+      json->Uint(line);
+      json->Int(module);
+      json->Int(flags);
+      json->EndArray();
+    }
+    json->EndArray();
+  }
+
+ private:
+  using FrameKey = std::tuple<int, int, uint32_t, int, int>;
+  std::unordered_map<std::string, int> strings_;
+  std::vector<const std::string*> string_list_;
+  std::map<FrameKey, int> frames_;
+  std::vector<FrameKey> frame_list_;
+};
+
+const char* EndReasonName(format::EndReason reason) {
+  switch (reason) {
+    case format::EndReason::kExit: return "exit";
+    case format::EndReason::kExec: return "exec";
+    case format::EndReason::kSignal: return "signal";
+    case format::EndReason::kExplicitStop: return "stop";
+  }
+  return "unknown";
+}
+
+// --- flame trees -------------------------------------------------------------------------------
+
+void CollectTotals(const TreeNode& n, std::vector<uint64_t>* totals) {
+  for (const auto& c : n.children) {
+    totals->push_back(c->total);
+    CollectTotals(*c, totals);
+  }
+}
+
+// Nodes a prune at `threshold` would leave, "(other)" nodes included (the root not counted).
+size_t CountKept(const TreeNode& n, uint64_t threshold) {
+  size_t count = 0;
+  bool folds = false;
+  for (const auto& c : n.children) {
+    if (c->total >= threshold) {
+      count += 1 + CountKept(*c, threshold);
+    } else {
+      folds = true;
+    }
+  }
+  return count + (folds ? 1 : 0);
+}
+
+// The smallest threshold whose pruned tree fits in `budget` nodes. A child's total never
+// exceeds its parent's, so the nodes at or above a threshold form one connected tree.
+uint64_t ChooseThreshold(const TreeNode& root, size_t budget) {
+  if (CountKept(root, 0) <= budget) return 0;
+  std::vector<uint64_t> totals;
+  CollectTotals(root, &totals);
+  std::sort(totals.begin(), totals.end(), std::greater<>());
+  size_t keep = std::min(budget, totals.size() - 1);
+  for (;;) {
+    uint64_t threshold = totals[keep] + 1;  // keeps at most `keep` nodes
+    if (keep == 0 || CountKept(root, threshold) <= budget) return threshold;
+    keep = keep * 3 / 4;
+  }
+}
+
+void WriteTreeNode(Json* json, const TreeNode& n, Tables* tables, bool root) {
+  // [frame, total, self, children?]; an "(other)" node is [-1, total, folded children].
+  json->BeginArray();
+  json->Int(root ? -1 : tables->Frame(n.frame));
+  json->Uint(n.total);
+  json->Uint(n.self);
+  if (!n.children.empty() || n.pruned_children) {
+    json->BeginArray();
+    for (const auto& c : n.children) WriteTreeNode(json, *c, tables, false);
+    if (n.pruned_children) {
+      json->BeginArray();
+      json->Int(-1);
+      json->Uint(n.pruned_total);
+      json->Uint(n.pruned_children);
+      json->EndArray();
+    }
+    json->EndArray();
+  }
+  json->EndArray();
+}
+
+size_t CountNodes(const TreeNode& n) {
+  size_t count = n.pruned_children ? 1 : 0;
+  for (const auto& c : n.children) count += 1 + CountNodes(*c);
+  return count;
+}
+
+void WriteTree(Json* json, const Profile& profile, StackResolver* resolver, SortBy metric,
+               const char* name, size_t budget, Tables* tables) {
+  auto root = BuildCallTree(profile, resolver, metric, false);
+  uint64_t threshold = ChooseThreshold(*root, budget);
+  PruneTree(root.get(), threshold);
+  json->Key(name);
+  json->BeginObject();
+  json->Field("threshold_bytes", threshold);  // nodes below this were folded into "(other)"
+  json->Field("nodes", static_cast<uint64_t>(CountNodes(*root)));
+  json->Key("root");
+  WriteTreeNode(json, *root, tables, true);
+  json->EndObject();
+}
+
+// --- sites -------------------------------------------------------------------------------------
+
+struct Site {
+  SourceFrame frame;
+  StackStats stats;
+};
+
+class SiteIndex {
+ public:
+  SiteIndex(const Profile& profile, StackResolver* resolver) : resolver_(resolver) {
+    for (const auto& [stack_id, stats] : profile.stacks) sites_[Of(stack_id)].stats.Add(stats);
+  }
+  // The line-grouped site of a stack (as `top --by line`).
+  size_t Of(uint64_t stack_id) {
+    auto found = by_stack_.find(stack_id);
+    if (found != by_stack_.end()) return found->second;
+    Stack frames = resolver_->Frames(stack_id);
+    SourceFrame site;
+    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    Key key{site.function, site.file, site.line, site.module,
+            site.function.empty() ? site.module_offset : 0};
+    auto [it, fresh] = by_key_.emplace(key, sites_.size());
+    if (fresh) sites_.push_back({site, {}});
+    by_stack_.emplace(stack_id, it->second);
+    return it->second;
+  }
+  std::vector<Site>& sites() { return sites_; }
+
+ private:
+  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
+  StackResolver* resolver_;
+  std::map<Key, size_t> by_key_;
+  std::unordered_map<uint64_t, size_t> by_stack_;
+  std::vector<Site> sites_;
+};
+
+// --- the series --------------------------------------------------------------------------------
+
+struct Point {
+  double seconds;
+  uint64_t bytes;
+};
+
+// At most `limit` points: the series split into equal stretches of time, the largest point of
+// each kept (so the peak stays visible).
+std::vector<Point> Reduce(const std::vector<Point>& points, double duration, size_t limit) {
+  if (points.size() <= limit || duration <= 0) return points;
+  std::vector<Point> out;
+  size_t bucket = SIZE_MAX;
+  for (const Point& p : points) {
+    size_t b = std::min(limit - 1, static_cast<size_t>(p.seconds / duration * limit));
+    if (b != bucket || out.empty()) {
+      out.push_back(p);
+      bucket = b;
+    } else if (p.bytes > out.back().bytes) {
+      out.back() = p;
+    }
+  }
+  return out;
+}
+
+void WriteSeries(Json* json, const char* name, const std::vector<Point>& points) {
+  json->Key(name);  // [seconds, bytes, seconds, bytes, ...]
+  json->BeginArray();
+  for (const Point& p : points) {
+    json->Double(p.seconds);
+    json->Uint(p.bytes);
+  }
+  json->EndArray();
+}
+
+class DurationProbe : public format::RecordVisitor {
+ public:
+  void OnProcess(const format::ProcessRecord&) override {
+    last_ns_ = 0;
+    end_ns_ = -1;
+  }
+  void OnTime(const format::TimeRecord& r) override { last_ns_ = std::max(last_ns_, r.monotonic_ns); }
+  void OnEnd(const format::EndRecord& r) override { end_ns_ = static_cast<int64_t>(r.monotonic_ns); }
+  double Seconds() const { return (end_ns_ >= 0 ? end_ns_ : static_cast<int64_t>(last_ns_)) / 1e9; }
+
+ private:
+  uint64_t last_ns_ = 0;
+  int64_t end_ns_ = -1;
+};
+
+}  // namespace
+
+void AppendScriptSafeJsonString(std::string* out, std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  auto escape = [out](uint32_t code) {
+    *out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) *out += kHex[(code >> shift) & 0xf];
+  };
+  *out += '"';
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': *out += "\\\""; break;
+        case '\\': *out += "\\\\"; break;
+        case '\n': *out += "\\n"; break;
+        case '\t': *out += "\\t"; break;
+        case '<': case '>': case '&': escape(c); break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            escape(c);
+          } else {
+            *out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: copied when well-formed, else one U+FFFD per bad byte.
+    int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (c >= 0xf5) length = 0;
+    uint32_t code = length == 2 ? c & 0x1f : length == 3 ? c & 0x0f : c & 0x07;
+    bool ok = length > 0 && i + length <= text.size();
+    for (int k = 1; ok && k < length; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      ok = (next & 0xc0) == 0x80;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (ok) {
+      ok = !(length == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) &&
+           !(length == 4 && (code < 0x10000 || code > 0x10ffff));
+    }
+    if (!ok) {
+      escape(0xfffd);
+      ++i;
+    } else if (code == 0x2028 || code == 0x2029) {
+      escape(code);
+      i += length;
+    } else {
+      out->append(text.substr(i, length));
+      i += length;
+    }
+  }
+  *out += '"';
+}
+
+std::vector<double> ReportCheckpointTimes(double duration, size_t count) {
+  std::vector<double> times;
+  if (duration <= 0 || count == 0) return times;
+  for (size_t i = 0; i < count; ++i) times.push_back(duration * (i + 0.5) / count);
+  return times;
+}
+
+bool ProbeCaptureDuration(const std::string& path, double* seconds, std::string* error) {
+  DurationProbe probe;
+  ReadStatus status;
+  if (!ReadCapture(path, &probe, &status, error)) return false;
+  *seconds = probe.Seconds();
+  return true;
+}
+
+std::string BuildReportData(const Profile& p, StackResolver* resolver, const ReportLimits& limits) {
+  std::string out;
+  Json json(&out);
+  Tables tables;
+  json.BeginObject();
+  json.Field("format", "memlens-report");
+  json.Field("version", 1);
+  json.Field("generator", "memlens " MEMLENS_VERSION);
+
+  // Summary.
+  json.Key("capture");
+  json.BeginObject();
+  json.Field("path", p.path);
+  json.Field("complete", p.end.has_value() && p.read.damage.empty());
+  json.Key("end_reason");
+  if (p.end) {
+    json.String(EndReasonName(p.end->reason));
+  } else {
+    json.Null();
+  }
+  json.Field("duration_s", p.DurationSeconds());
+  json.Field("start_realtime_ns", p.process.start_realtime_ns);
+  json.Key("snapshot");
+  json.BeginObject();
+  json.Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
+  json.Field("label", p.SnapshotLabel());
+  json.Field("time_s", p.snapshot_seconds);
+  json.EndObject();
+  json.Key("warnings");
+  json.BeginArray();
+  for (const auto& w : p.warnings) json.String(w);
+  for (const auto& w : resolver->warnings()) json.String(w);
+  json.EndArray();
+  json.EndObject();
+  json.Key("process");
+  json.BeginObject();
+  json.Field("pid", p.process.pid);
+  json.Field("executable", p.process.executable);
+  json.Key("argv");
+  json.BeginArray();
+  for (const auto& a : p.process.argv) json.String(a);
+  json.EndArray();
+  json.Field("threads", p.thread_count);
+  json.EndObject();
+  const Totals& t = p.totals;
+  json.Key("totals");  // as `memlens summary --json`
+  json.BeginObject();
+  json.Field("allocations", t.allocations);
+  json.Field("allocated_bytes", t.allocated_bytes);
+  json.Field("frees", t.frees);
+  json.Field("peak_bytes", t.peak_bytes);
+  json.Field("peak_blocks", t.peak_blocks);
+  json.Field("peak_time_s", p.SecondsAt(t.peak_seq));
+  json.Field("in_use_at_exit_bytes", t.leaked_bytes);
+  json.Field("in_use_at_exit_blocks", t.leaked_blocks);
+  json.Field("in_use_at_exit_mmap_bytes", t.mmap_leaked_bytes);
+  json.Field("python_allocated_bytes", t.python_allocated_bytes);
+  json.Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
+  json.Field("temporary", t.temporary);
+  json.Field("unmatched_frees", t.unmatched_frees);
+  json.Field("dropped_events", t.dropped_events);
+  json.Field("events", t.events);
+  json.Field("stacks", static_cast<uint64_t>(p.stacks.size()));
+  json.EndObject();
+
+  // Flame trees, top-down.
+  json.Key("trees");
+  json.BeginObject();
+  WriteTree(&json, p, resolver, SortBy::kPeak, "peak", limits.tree_nodes, &tables);
+  WriteTree(&json, p, resolver, SortBy::kLeaked, "in_use", limits.tree_nodes, &tables);
+  WriteTree(&json, p, resolver, SortBy::kAllocated, "allocated", limits.tree_nodes, &tables);
+  json.EndObject();
+
+  // Sites by line: the TopX rows, the checkpoints and the address map refer to them.
+  SiteIndex index(p, resolver);
+  std::vector<std::vector<std::pair<size_t, uint64_t>>> checkpoint_live;
+  std::vector<uint64_t> max_live;
+  for (const Checkpoint& c : p.checkpoints) {
+    std::unordered_map<size_t, uint64_t> by_site;
+    for (const auto& [stack, live] : c.live) by_site[index.Of(stack)] += live.first;
+    checkpoint_live.emplace_back(by_site.begin(), by_site.end());
+  }
+  std::vector<Site>& sites = index.sites();
+  max_live.assign(sites.size(), 0);
+  for (const auto& live : checkpoint_live) {
+    for (const auto& [site, bytes] : live) max_live[site] = std::max(max_live[site], bytes);
+  }
+  for (size_t s = 0; s < sites.size(); ++s) {
+    max_live[s] = std::max(max_live[s], sites[s].stats.leaked_bytes);
+  }
+  // Which sites are written: the top rows by each key, and those most live at a checkpoint.
+  std::vector<bool> listed(sites.size(), false);
+  std::vector<size_t> order(sites.size());
+  auto mark_top = [&](auto value, size_t n) {
+    for (size_t s = 0; s < sites.size(); ++s) order[s] = s;
+    n = std::min(n, sites.size());
+    std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                      [&](size_t a, size_t b) { return value(a) > value(b); });
+    for (size_t k = 0; k < n; ++k) {
+      if (value(order[k]) > 0) listed[order[k]] = true;
+    }
+  };
+  auto stats = [&](size_t s) -> const StackStats& { return sites[s].stats; };
+  mark_top([&](size_t s) { return stats(s).peak_bytes; }, limits.top_rows);
+  mark_top([&](size_t s) { return stats(s).leaked_bytes; }, limits.top_rows);
+  mark_top([&](size_t s) { return stats(s).allocated_bytes; }, limits.top_rows);
+  mark_top([&](size_t s) { return stats(s).allocations; }, limits.top_rows);
+  mark_top([&](size_t s) { return stats(s).temporary_bytes; }, limits.top_rows);
+  std::vector<bool> in_checkpoints(sites.size(), false);
+  {
+    for (size_t s = 0; s < sites.size(); ++s) order[s] = s;
+    size_t n = std::min(limits.checkpoint_sites, sites.size());
+    std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                      [&](size_t a, size_t b) { return max_live[a] > max_live[b]; });
+    for (size_t k = 0; k < n; ++k) {
+      if (max_live[order[k]] > 0) in_checkpoints[order[k]] = listed[order[k]] = true;
+    }
+  }
+  std::vector<int64_t> site_number(sites.size(), -1);
+  json.Key("sites");  // frame index of each site
+  json.BeginArray();
+  int64_t written = 0;
+  for (size_t s = 0; s < sites.size(); ++s) {
+    if (!listed[s]) continue;
+    site_number[s] = written++;
+    json.Int(tables.Frame(sites[s].frame));
+  }
+  json.EndArray();
+  json.Field("site_count", static_cast<uint64_t>(sites.size()));
+  json.Key("top_columns");
+  json.BeginArray();
+  for (const char* c : {"site", "allocations", "allocated_bytes", "peak_bytes", "peak_blocks",
+                        "in_use_bytes", "in_use_blocks", "python_allocated_bytes", "temporary",
+                        "temporary_bytes"}) {
+    json.String(c);
+  }
+  json.EndArray();
+  json.Key("top");
+  json.BeginArray();
+  for (size_t s = 0; s < sites.size(); ++s) {
+    if (site_number[s] < 0) continue;
+    const StackStats& st = sites[s].stats;
+    if (st.allocations == 0 && st.leaked_blocks == 0) continue;
+    json.BeginArray();
+    json.Int(site_number[s]);
+    for (uint64_t v : {st.allocations, st.allocated_bytes, st.peak_bytes, st.peak_blocks,
+                       st.leaked_bytes, st.leaked_blocks, st.python_allocated_bytes, st.temporary,
+                       st.temporary_bytes}) {
+      json.Uint(v);
+    }
+    json.EndArray();
+  }
+  json.EndArray();
+
+  // Checkpoints: live bytes per site at moments spread over the capture, then the snapshot.
+  json.Key("checkpoints");
+  json.BeginArray();
+  auto write_checkpoint = [&](double seconds, uint64_t heap,
+                              const std::vector<std::pair<size_t, uint64_t>>& live) {
+    json.BeginObject();
+    json.Field("time_s", seconds);
+    json.Field("heap_bytes", heap);
+    json.Key("live");  // [site, bytes, site, bytes, ...]; site -1 gathers the unlisted ones
+    json.BeginArray();
+    uint64_t other = 0;
+    for (const auto& [site, bytes] : live) {
+      if (!bytes) continue;
+      if (in_checkpoints[site]) {
+        json.Int(site_number[site]);
+        json.Uint(bytes);
+      } else {
+        other += bytes;
+      }
+    }
+    if (other) {
+      json.Int(-1);
+      json.Uint(other);
+    }
+    json.EndArray();
+    json.EndObject();
+  };
+  for (size_t k = 0; k < p.checkpoints.size(); ++k) {
+    write_checkpoint(p.checkpoints[k].at_seconds, p.checkpoints[k].heap_bytes, checkpoint_live[k]);
+  }
+  {
+    std::vector<std::pair<size_t, uint64_t>> live;
+    for (size_t s = 0; s < sites.size(); ++s) {
+      if (sites[s].stats.leaked_bytes) live.push_back({s, sites[s].stats.leaked_bytes});
+    }
+    write_checkpoint(p.snapshot_seconds, t.leaked_bytes, live);
+  }
+  json.EndArray();
+
+  // Timeline.
+  double duration = p.DurationSeconds();
+  std::vector<Point> heap, resident;
+  for (const auto& point : p.timeline) heap.push_back({point.seconds, point.heap_bytes});
+  for (const auto& sample : p.resident) resident.push_back({sample.monotonic_ns / 1e9, sample.bytes});
+  json.Key("timeline");
+  json.BeginObject();
+  WriteSeries(&json, "heap", Reduce(heap, duration, limits.timeline_points));
+  WriteSeries(&json, "resident", Reduce(resident, duration, limits.timeline_points));
+  json.Key("peak");
+  json.BeginObject();
+  json.Field("time_s", p.SecondsAt(t.peak_seq));
+  json.Field("bytes", t.peak_bytes);
+  json.EndObject();
+  json.EndObject();
+
+  // Size histogram: [count, bytes] per log2 bucket, up to the last used one.
+  size_t used = 0;
+  for (size_t b = 0; b < p.size_histogram.size(); ++b) {
+    if (p.size_histogram[b].count) used = b + 1;
+  }
+  json.Key("size_histogram");
+  json.BeginArray();
+  for (size_t b = 0; b < used; ++b) {
+    json.BeginArray();
+    json.Uint(p.size_histogram[b].count);
+    json.Uint(p.size_histogram[b].bytes);
+    json.EndArray();
+  }
+  json.EndArray();
+
+  // Address map: the largest regions, by address.
+  std::vector<const AddressRegion*> regions;
+  for (const auto& r : p.address_map) regions.push_back(&r);
+  if (regions.size() > limits.address_regions) {
+    std::partial_sort(regions.begin(), regions.begin() + limits.address_regions, regions.end(),
+                      [](auto* a, auto* b) { return a->in_use_bytes > b->in_use_bytes; });
+    regions.resize(limits.address_regions);
+    std::sort(regions.begin(), regions.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  }
+  json.Key("address_map");
+  json.BeginObject();
+  json.Field("regions_total", static_cast<uint64_t>(p.address_map.size()));
+  json.Key("regions");  // [begin, end, in_use_bytes, blocks, largest_gap, mapping, site frame]
+  json.BeginArray();
+  for (const AddressRegion* r : regions) {
+    json.BeginArray();
+    json.Uint(r->begin);
+    json.Uint(r->end);
+    json.Uint(r->in_use_bytes);
+    json.Uint(r->blocks);
+    json.Uint(r->largest_gap);
+    json.Bool(r->mapping);
+    json.Int(tables.Frame(sites[index.Of(r->top_stack)].frame));
+    json.EndArray();
+  }
+  json.EndArray();
+  json.EndObject();
+
+  tables.Write(&json);
+  json.EndObject();
+  return out;
+}
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,48 @@
+// src/analyzer/export/report_data.h
+//
+// The data of the HTML report (`memlens report`), as one compact JSON object: the summary,
+// three call trees for flame graphs (peak, in use at the snapshot, all allocations), each pruned
+// to a node budget with what was cut folded into "(other)" nodes, the timeline (heap, resident,
+// peak), TopX rows by source line, the size histogram, the address map and per-site live bytes
+// at checkpoints spread over the capture (so the page can diff any two moments). The shape is
+// documented in docs/report.md.
+//
+// Strings are escaped for embedding in an HTML <script> element: besides JSON's own escapes,
+// <, >, & and U+2028/U+2029 are written as \uXXXX, and bytes that are not UTF-8 become U+FFFD.
+// Runs on: the analyzer's main thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "analyzer/model/replay.h"
+#include "analyzer/model/sites.h"
+
+namespace memlens::analyzer {
+
+struct ReportLimits {
+  size_t tree_nodes = 20000;         // per flame tree, "(other)" nodes included
+  size_t top_rows = 300;             // TopX rows: the union of the top N by each sort key
+  size_t checkpoint_sites = 4000;    // sites listed per checkpoint; the rest fold into one entry
+  size_t timeline_points = 3000;     // heap and resident series are reduced to this many
+  size_t address_regions = 2000;     // largest regions of the address map
+};
+
+// The checkpoint times (seconds since the start) to ask the replay for, evenly spread over a
+// capture of `duration` seconds.
+std::vector<double> ReportCheckpointTimes(double duration, size_t count);
+
+// Reads, without replaying, how long the capture's last program image recorded (seconds):
+// what the checkpoint times are spread over. Returns false with *error when unreadable.
+bool ProbeCaptureDuration(const std::string& path, double* seconds, std::string* error);
+
+// The report's JSON. `profile` was loaded with checkpoints (and the address map) asked for;
+// `warnings` are the profile's and the symbolizer's lines.
+std::string BuildReportData(const Profile& profile, StackResolver* resolver,
+                            const ReportLimits& limits);
+
+// Appends `text` as a JSON string literal safe inside <script> (see above).
+void AppendScriptSafeJsonString(std::string* out, std::string_view text);
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,166 @@
+// src/cli/cmd_histogram.cc
+//
+// `memlens histogram FILE[@SNAPSHOT] [--sites N]`: allocation sizes in log2 buckets (count and
+// bytes), for every allocation up to the snapshot and for the top N sites (source lines) by
+// allocated bytes.
+#include <iostream>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct HistogramOptions {
+  AnalysisOptions common;
+  size_t sites = 5;
+};
+
+struct SiteHistogram {
+  SourceFrame site;
+  StackStats stats;
+  SizeHistogram buckets = SizeHistogram(kSizeBuckets);
+};
+
+uint64_t BucketMin(int b) { return b == 0 ? 0 : uint64_t{1} << b; }
+uint64_t BucketMax(int b) { return (uint64_t{2} << b) - 1; }
+
+// The stacks' histograms summed per allocation site (source line), as GroupSites(kLine).
+std::vector<SiteHistogram> SiteHistograms(const Profile& p, StackResolver* resolver) {
+  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
+  std::map<Key, SiteHistogram> groups;
+  for (const auto& [stack_id, stats] : p.stacks) {
+    Stack frames = resolver->Frames(stack_id);
+    SourceFrame site;
+    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    Key key{site.function, site.file, site.line, site.module,
+            site.function.empty() ? site.module_offset : 0};
+    SiteHistogram& g = groups[key];
+    g.site = site;
+    g.stats.Add(stats);
+    auto h = p.stack_size_histograms.find(stack_id);
+    if (h == p.stack_size_histograms.end()) continue;
+    for (size_t b = 0; b < h->second.size() && b < g.buckets.size(); ++b) {
+      g.buckets[b].count += h->second[b].count;
+      g.buckets[b].bytes += h->second[b].bytes;
+    }
+  }
+  std::vector<SiteHistogram> out;
+  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  std::stable_sort(out.begin(), out.end(), [](const SiteHistogram& a, const SiteHistogram& b) {
+    return a.stats.allocated_bytes > b.stats.allocated_bytes;
+  });
+  return out;
+}
+
+void WriteBucketsJson(JsonWriter* json, const SizeHistogram& h) {
+  json->Key("buckets");
+  json->BeginArray();
+  for (int b = 0; b < static_cast<int>(h.size()); ++b) {
+    if (h[b].count == 0) continue;
+    json->BeginObject();
+    json->Field("bucket", b);
+    json->Field("min_size", BucketMin(b));
+    json->Field("max_size", BucketMax(b));
+    json->Field("count", h[b].count);
+    json->Field("bytes", h[b].bytes);
+    json->EndObject();
+  }
+  json->EndArray();
+}
+
+void PrintBuckets(const SizeHistogram& h) {
+  int first = -1, last = -1;
+  uint64_t most = 0;
+  for (int b = 0; b < static_cast<int>(h.size()); ++b) {
+    if (h[b].count == 0) continue;
+    if (first < 0) first = b;
+    last = b;
+    most = std::max(most, h[b].count);
+  }
+  if (first < 0) {
+    std::cout << "  (no allocations)\n";
+    return;
+  }
+  TextTable table;
+  table.AddColumn("SIZE", TextTable::kRight);
+  table.AddColumn("COUNT", TextTable::kRight);
+  table.AddColumn("BYTES", TextTable::kRight);
+  table.AddColumn("", TextTable::kLeft);
+  constexpr uint64_t kBarWidth = 40;
+  for (int b = first; b <= last; ++b) {  // empty buckets inside the range stay, as gaps
+    uint64_t bar = h[b].count == 0 ? 0 : std::max<uint64_t>(1, h[b].count * kBarWidth / most);
+    table.AddRow({FormatBytes(BucketMin(b)) + " - " + FormatBytes(BucketMax(b)),
+                  FormatCount(h[b].count), FormatBytes(h[b].bytes), std::string(bar, '#')});
+  }
+  table.Print(std::cout);
+}
+
+int Histogram(const HistogramOptions& o) {
+  Profile p;
+  ReplayOptions replay;
+  replay.stack_size_histograms = true;
+  if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
+  auto sites = SiteHistograms(p, &resolver);
+  if (sites.size() > o.sites) sites.resize(o.sites);
+  if (o.common.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Field("allocations", p.totals.allocations);
+    json.Field("allocated_bytes", p.totals.allocated_bytes);
+    WriteBucketsJson(&json, p.size_histogram);
+    json.Key("sites");
+    json.BeginArray();
+    for (const auto& s : sites) {
+      json.BeginObject();
+      json.Key("site");
+      WriteFrame(&json, s.site);
+      json.Field("allocations", s.stats.allocations);
+      json.Field("allocated_bytes", s.stats.allocated_bytes);
+      WriteBucketsJson(&json, s.buckets);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+  } else {
+    std::cout << "Allocation sizes up to " << p.SnapshotLabel() << ": "
+              << FormatCount(p.totals.allocations) << " allocations, "
+              << FormatBytes(p.totals.allocated_bytes) << "\n";
+    PrintBuckets(p.size_histogram);
+    for (size_t i = 0; i < sites.size(); ++i) {
+      const auto& s = sites[i];
+      std::string location = SourceLocation(s.site);
+      std::cout << "\n#" << i + 1 << "  " << FunctionName(s.site)
+                << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(s.site)
+                << "): " << FormatCount(s.stats.allocations) << " allocations, "
+                << FormatBytes(s.stats.allocated_bytes) << "\n";
+      PrintBuckets(s.buckets);
+    }
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+}  // namespace
+
+Command AddHistogramCommand(CLI::App* app) {
+  auto o = std::make_shared<HistogramOptions>();
+  CLI::App* cmd = app->add_subcommand(
+      "histogram", "Allocation sizes in power-of-two buckets, overall and for the top sites");
+  AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
+  cmd->add_option("--sites", o->sites, "sites (source lines, by allocated bytes) to show")
+      ->capture_default_str();
+  return {cmd, [o] { return Histogram(*o); }};
+}
+
+}  // namespace memlens::cli

@@ -1,0 +1,111 @@
+// src/cli/cmd_map.cc
+//
+// `memlens map FILE[@SNAPSHOT]`: the address space of the live set at the snapshot, for
+// fragmentation: regions of live blocks (heap blocks, or anonymous mappings the program made)
+// with no free gap over 1 MiB inside, each with its span, bytes in use, blocks, the largest
+// free gap between two of its blocks, and the site holding most of its bytes.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+std::string Hex(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+double UsedShare(uint64_t used, uint64_t span) {
+  return span ? static_cast<double>(used) / static_cast<double>(span) : 0.0;
+}
+
+int Map(const AnalysisOptions& o) {
+  Profile p;
+  ReplayOptions replay;
+  replay.address_map = true;
+  if (!LoadOrComplain(o.capture, o.filters, replay, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  uint64_t in_use = 0, span = 0, largest_gap = 0;
+  std::vector<SourceFrame> sites;
+  for (const AddressRegion& r : p.address_map) {
+    in_use += r.in_use_bytes;
+    span += r.end - r.begin;
+    largest_gap = std::max(largest_gap, r.largest_gap);
+    Stack frames = resolver.Frames(r.top_stack);
+    sites.push_back(frames.empty() ? SourceFrame{} : *frames[StackResolver::SiteIndex(frames)]);
+  }
+  if (o.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Field("in_use_bytes", in_use);
+    json.Field("span_bytes", span);
+    json.Field("used_share", UsedShare(in_use, span));
+    json.Field("largest_gap", largest_gap);
+    json.Key("regions");
+    json.BeginArray();
+    for (size_t i = 0; i < p.address_map.size(); ++i) {
+      const AddressRegion& r = p.address_map[i];
+      json.BeginObject();
+      json.Field("begin", r.begin);
+      json.Field("end", r.end);
+      json.Field("span_bytes", r.end - r.begin);
+      json.Field("in_use_bytes", r.in_use_bytes);
+      json.Field("blocks", r.blocks);
+      json.Field("used_share", UsedShare(r.in_use_bytes, r.end - r.begin));
+      json.Field("largest_gap", r.largest_gap);
+      json.Field("kind", r.mapping ? "mapping" : "heap");
+      json.Key("top_site");
+      WriteFrame(&json, sites[i]);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+  } else {
+    std::cout << "Address space in use at " << p.SnapshotLabel() << ": " << FormatBytes(in_use)
+              << " in " << p.address_map.size() << " regions spanning " << FormatBytes(span)
+              << " (" << FormatPercent(in_use, span) << " used); largest free gap inside a region "
+              << FormatBytes(largest_gap) << "\n";
+    TextTable table;
+    table.AddColumn("BEGIN", TextTable::kLeft);
+    table.AddColumn("END", TextTable::kLeft);
+    for (const char* title : {"SPAN", "IN USE", "BLOCKS", "USED", "LARGEST GAP"}) {
+      table.AddColumn(title, TextTable::kRight);
+    }
+    table.AddColumn("KIND", TextTable::kLeft);
+    table.AddColumn("TOP SITE", TextTable::kLeft);
+    for (size_t i = 0; i < p.address_map.size(); ++i) {
+      const AddressRegion& r = p.address_map[i];
+      std::string location = SourceLocation(sites[i]);
+      table.AddRow({Hex(r.begin), Hex(r.end), FormatBytes(r.end - r.begin),
+                    FormatBytes(r.in_use_bytes), FormatCount(r.blocks),
+                    FormatPercent(r.in_use_bytes, r.end - r.begin), FormatBytes(r.largest_gap),
+                    r.mapping ? "mapping" : "heap",
+                    FunctionName(sites[i]) + (location.empty() ? "" : "  " + location)});
+    }
+    if (!p.address_map.empty()) table.Print(std::cout);
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+}  // namespace
+
+Command AddMapCommand(CLI::App* app) {
+  auto o = std::make_shared<AnalysisOptions>();
+  CLI::App* cmd = app->add_subcommand(
+      "map", "The address space of what is in use: regions, gaps, fragmentation");
+  AddAnalysisOptions(cmd, o.get());
+  return {cmd, [o] { return Map(*o); }};
+}
+
+}  // namespace memlens::cli

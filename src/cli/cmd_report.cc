@@ -1,0 +1,85 @@
+// src/cli/cmd_report.cc
+//
+// `memlens report FILE[@SNAPSHOT] [-o report.html]`: one self-contained HTML page that opens
+// offline: summary, flame graphs (peak, in use at the snapshot, all allocations), the timeline
+// with diffs between moments, the TopX table, the size histogram and the address map. The data
+// is built by analyzer/export/report_data.h, the page by report_html.h; docs/report.md.
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/report_data.h"
+#include "analyzer/export/report_html.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct ReportOptions {
+  std::string capture;
+  std::string output;
+  size_t checkpoints = 40;
+  size_t max_nodes = 20000;
+};
+
+std::string DefaultOutput(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  if (base.size() > 6 && base.compare(base.size() - 6, 6, ".mlens") == 0) {
+    base.resize(base.size() - 6);
+  }
+  return (base.empty() ? std::string("memlens") : base) + ".html";
+}
+
+int Report(const ReportOptions& o) {
+  if (o.checkpoints < 2 || o.checkpoints > 1000) return Complain("report: --checkpoints must be 2..1000");
+  if (o.max_nodes < 100 || o.max_nodes > 1000000) return Complain("report: --max-nodes must be 100..1000000");
+  std::string path, error;
+  SnapshotSpec snapshot;
+  if (!ParseCaptureArgument(o.capture, &path, &snapshot, &error)) return Complain(error);
+  double duration = 0;
+  if (!ProbeCaptureDuration(path, &duration, &error)) return Complain(error);
+  ReplayOptions replay;
+  replay.checkpoint_seconds = ReportCheckpointTimes(duration, o.checkpoints);
+  replay.address_map = true;
+  Profile p;
+  if (!LoadProfile(path, snapshot, replay, &p, &error)) return Complain(error);
+  StackResolver resolver(p);
+  ReportLimits limits;
+  limits.tree_nodes = o.max_nodes;
+  std::string data = BuildReportData(p, &resolver, limits);
+  std::string title = "memlens: " + (p.process.argv.empty() ? p.process.executable : p.process.argv[0]);
+  std::string html = BuildReportHtml(data, title, MakeReportNonce());
+  std::string output = o.output.empty() ? DefaultOutput(path) : o.output;
+  {
+    std::ofstream out(output, std::ios::binary | std::ios::trunc);
+    out << html;
+    out.close();
+    if (!out) return Complain("report: cannot write '" + output + "'");
+  }
+  PrintWarnings(p, resolver);
+  std::cerr << "memlens: wrote " << output << " (" << FormatBytes(html.size()) << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+Command AddReportCommand(CLI::App* app) {
+  auto o = std::make_shared<ReportOptions>();
+  CLI::App* cmd = app->add_subcommand("report", "One self-contained interactive HTML page");
+  cmd->add_option("capture", o->capture,
+                  "capture file written by `memlens run`, optionally with the moment the\n"
+                  "in-use figures describe: FILE@end (default), FILE@peak, FILE@t=2.5s")
+      ->required();
+  cmd->add_option("-o,--output", o->output, "the HTML file to write (default: CAPTURE.html here)");
+  cmd->add_option("--checkpoints", o->checkpoints,
+                  "moments spread over the capture the page can diff")->capture_default_str();
+  cmd->add_option("--max-nodes", o->max_nodes,
+                  "nodes per flame graph; smaller ones fold into (other)")->capture_default_str();
+  return {cmd, [o] { return Report(*o); }};
+}
+
+}  // namespace memlens::cli

@@ -1,0 +1,107 @@
+// src/cli/cmd_temporary.cc
+//
+// `memlens temporary FILE [--limit N]`: the sites (source lines) of temporary allocations,
+// blocks freed by the thread that allocated them before that thread allocated anything else
+// (StackStats::temporary), by number of temporaries: buffers worth reusing or hoisting.
+#include <iostream>
+#include <memory>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
+#include "cli/analysis_options.h"
+#include "cli/commands.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct TemporaryOptions {
+  AnalysisOptions common;
+  size_t limit = 20;
+};
+
+int Temporary(const TemporaryOptions& o) {
+  Profile p;
+  if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
+  StackResolver resolver(p);
+  ApplyFilters(o.common.filters, &resolver, &p);
+  auto all = GroupSites(p, &resolver, GroupBy::kLine);
+  std::vector<SiteRow> rows;
+  uint64_t temporary_bytes = 0;
+  for (auto& r : all) {
+    temporary_bytes += r.stats.temporary_bytes;
+    if (r.stats.temporary) rows.push_back(std::move(r));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const SiteRow& a, const SiteRow& b) {
+    if (a.stats.temporary != b.stats.temporary) return a.stats.temporary > b.stats.temporary;
+    return a.stats.temporary_bytes > b.stats.temporary_bytes;
+  });
+  size_t site_count = rows.size();
+  if (rows.size() > o.limit) rows.resize(o.limit);
+  const Totals& t = p.totals;
+  auto share = [](uint64_t part, uint64_t whole) {
+    return whole ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+  };
+  if (o.common.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    WriteCaptureJson(&json, p, resolver);
+    json.Field("allocations", t.allocations);
+    json.Field("temporary", t.temporary);
+    json.Field("temporary_bytes", temporary_bytes);
+    json.Field("site_count", static_cast<uint64_t>(site_count));
+    json.Key("sites");
+    json.BeginArray();
+    for (const auto& r : rows) {
+      json.BeginObject();
+      json.Key("site");
+      WriteFrame(&json, r.site);
+      json.Field("temporary", r.stats.temporary);
+      json.Field("allocations", r.stats.allocations);
+      json.Field("temporary_share", share(r.stats.temporary, r.stats.allocations));
+      json.Field("temporary_bytes", r.stats.temporary_bytes);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+  } else {
+    std::cout << "Temporary allocations (freed by their thread before it allocated anything "
+                 "else): "
+              << FormatCount(t.temporary) << " of " << FormatCount(t.allocations) << " ("
+              << FormatPercent(t.temporary, t.allocations) << "), "
+              << FormatBytes(temporary_bytes) << ", at " << site_count << " sites\n";
+    TextTable table;
+    for (const char* title : {"TEMPORARY", "OF ALLOCS", "SHARE", "BYTES"}) {
+      table.AddColumn(title, TextTable::kRight);
+    }
+    table.AddColumn("MODULE", TextTable::kLeft);
+    table.AddColumn("LOCATION", TextTable::kLeft);
+    table.AddColumn("FUNCTION", TextTable::kLeft);
+    for (const auto& r : rows) {
+      table.AddRow({FormatCount(r.stats.temporary), FormatCount(r.stats.allocations),
+                    FormatPercent(r.stats.temporary, r.stats.allocations),
+                    FormatBytes(r.stats.temporary_bytes), ModuleName(r.site),
+                    SourceLocation(r.site), FunctionName(r.site)});
+    }
+    if (!rows.empty()) table.Print(std::cout);
+    if (site_count > rows.size()) {
+      std::cout << "(" << site_count - rows.size() << " more sites; use --limit)\n";
+    }
+  }
+  PrintWarnings(p, resolver);
+  return 0;
+}
+
+}  // namespace
+
+Command AddTemporaryCommand(CLI::App* app) {
+  auto o = std::make_shared<TemporaryOptions>();
+  CLI::App* cmd = app->add_subcommand(
+      "temporary", "Sites of temporary allocations (freed at once, before the next allocation)");
+  AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
+  cmd->add_option("--limit", o->limit, "sites to show")->capture_default_str();
+  return {cmd, [o] { return Temporary(*o); }};
+}
+
+}  // namespace memlens::cli

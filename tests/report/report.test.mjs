@@ -1,0 +1,190 @@
+// tests/report/report.test.mjs: the HTML report of `memlens report` in a real browser.
+//
+// Records known programs under `memlens run`, writes their reports, opens them from file:// in
+// Debian's Chromium (headless, driven by playwright-core) and checks what a user sees: the
+// peak figure, zooming and searching the flame graph, the diff between two moments of the
+// timeline; and that the page makes no network request, logs no error, and shows hostile
+// function names as text. Run by run.mjs (ctest `report`).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BUILD = process.env.MEMLENS_BUILD_DIR || path.join(REPO, 'build');
+const MEMLENS = path.join(BUILD, 'bin', 'memlens');
+const PYTHON = process.env.MEMLENS_TEST_PYTHON || 'python3';
+const HOSTILE = '<script>alert(1)</script>';
+
+let work;
+let context;
+
+before(async () => {
+  work = mkdtempSync(path.join(tmpdir(), 'memlens-report-test-'));
+  context = await chromium.launchPersistentContext(path.join(work, 'profile'), {
+    executablePath: process.env.MEMLENS_CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+  });
+});
+
+after(async () => {
+  if (context) await context.close();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+function memlens(...args) {
+  return execFileSync(MEMLENS, args, { cwd: work, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function recordAndReport(name, command) {
+  const capture = path.join(work, `${name}.mlens`);
+  const html = path.join(work, `${name}.html`);
+  memlens('run', '-o', capture, '--', ...command);
+  memlens('report', capture, '-o', html);
+  return { capture, html };
+}
+
+// Opens a report and records everything the page does that a test may object to.
+async function open(html) {
+  const page = await context.newPage();
+  const seen = { console: [], errors: [], requests: [], dialogs: [] };
+  page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') seen.console.push(m.text()); });
+  page.on('pageerror', (e) => seen.errors.push(String(e)));
+  page.on('request', (r) => seen.requests.push(r.url()));
+  page.on('dialog', (d) => { seen.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  const url = pathToFileURL(html).href;
+  await page.goto(url);
+  await page.waitForSelector('body[data-ready="true"]');
+  return { page, seen, url };
+}
+
+function assertClean(seen, url) {
+  assert.deepEqual(seen.errors, [], 'uncaught exceptions');
+  assert.deepEqual(seen.console, [], 'console errors or warnings');
+  assert.deepEqual(seen.requests, [url], 'the page requested something besides itself');
+  assert.deepEqual(seen.dialogs, [], 'a dialog opened');
+}
+
+// Drags (or clicks, when from == to) over the timeline at two moments, in seconds.
+async function timelineGesture(page, from, to, click) {
+  const svg = page.locator('#timeline-svg');
+  const box = await svg.boundingBox();
+  const attr = async (n) => Number(await svg.getAttribute(n));
+  const [duration, left, width, full] = await Promise.all(
+    ['data-duration', 'data-plot-left', 'data-plot-width', 'data-width'].map(attr));
+  const x = (s) => box.x + (left + (s / duration) * width) / full * box.width;
+  const y = box.y + box.height / 2;
+  if (click) {
+    await page.mouse.click(x(from), y);
+    await page.mouse.click(x(to), y);
+  } else {
+    await page.mouse.move(x(from), y);
+    await page.mouse.down();
+    await page.mouse.move((x(from) + x(to)) / 2, y);
+    await page.mouse.move(x(to), y);
+    await page.mouse.up();
+  }
+}
+
+async function diffRow(page, fn) {
+  const row = page.locator('#diff-table tbody tr', { has: page.locator('td.fn', { hasText: new RegExp(`^${fn}$`) }) });
+  assert.equal(await row.count(), 1, `one diff row for ${fn}`);
+  return (await row.locator('td.change').textContent()).trim();
+}
+
+test('phases: peak, zoom, search and diff', async () => {
+  const { capture, html } = recordAndReport('phases', [path.join(BUILD, 'tests', 'programs', 'phases')]);
+  const summary = JSON.parse(memlens('summary', capture, '--json'));
+  assert.equal(summary.totals.peak_bytes, 31457280);
+  const { page, seen, url } = await open(html);
+
+  // The peak, human-formatted and exact, as `memlens summary --json` has it.
+  const peak = page.locator('#peak-value');
+  assert.equal((await peak.textContent()).trim(), '30.00 MiB');
+  assert.equal(await peak.getAttribute('data-bytes'), String(summary.totals.peak_bytes));
+  assert.match(await peak.getAttribute('title'), /^31,457,280 bytes$/);
+
+  // Zoom: the clicked frame becomes the full width.
+  const graph = page.locator('#flame-graph');
+  const graphWidth = (await graph.boundingBox()).width;
+  const phaseB = page.locator('#flame-graph .fg-node', { hasText: /^phase_b$/ });
+  assert.equal(await phaseB.count(), 1);
+  const id = await phaseB.getAttribute('data-id');
+  const before = (await phaseB.boundingBox()).width;
+  assert.ok(before < graphWidth * 0.75, `phase_b starts at 2/3 of the width (${before} of ${graphWidth})`);
+  await phaseB.click();
+  const zoomed = page.locator(`#flame-graph .fg-node[data-id="${id}"]`);
+  assert.ok(Math.abs((await zoomed.boundingBox()).width - graphWidth) <= 3, 'zoomed to the full width');
+  assert.equal(await page.locator('#flame-graph .fg-node', { hasText: /^phase_a$/ }).count(), 0,
+    'a sibling is out of the zoomed view');
+  await page.click('#flame-reset');
+
+  // Search: the matching frame is highlighted, others are not.
+  await page.fill('#flame-search', 'phase_b');
+  const matches = page.locator('#flame-graph .fg-node.fg-match');
+  assert.ok(await matches.count() >= 1);
+  assert.deepEqual([...new Set(await matches.allTextContents())], ['phase_b']);
+  assert.equal(await page.locator('#flame-graph .fg-node.fg-match', { hasText: /^phase_a$/ }).count(), 0);
+  assert.match(await page.locator('#flame-search-info').textContent(), /20\.00 MiB/);
+
+  // Diff between a moment of phase A (10 MiB) and one of phase B (30 MiB): +20 MiB at phase_b.
+  await timelineGesture(page, 0.15, 0.45, false);
+  assert.equal(await diffRow(page, 'phase_b'), '+20.00 MiB');
+  assert.equal(await page.locator('#diff-table td.fn', { hasText: /^phase_a$/ }).count(), 0,
+    'phase A did not change');
+  // The same with two clicks; and from phase B to after phase A was freed.
+  await timelineGesture(page, 0.15, 0.45, true);
+  assert.equal(await diffRow(page, 'phase_b'), '+20.00 MiB');
+  await timelineGesture(page, 0.45, 0.75, false);
+  assert.equal(await diffRow(page, 'phase_a'), '-10.00 MiB');
+
+  // The other trees and views are there.
+  await page.click('#flame-tabs button[data-tree="allocated"]');
+  assert.equal(await page.locator('#flame-graph .fg-node', { hasText: /^phase_a$/ }).count(), 1);
+  assert.ok(await page.locator('#top-table tbody tr').count() >= 2);
+  await page.click('#top-table th[data-column="1"]');
+  assert.ok(await page.locator('#map-table tbody tr').count() >= 1);
+  assertClean(seen, url);
+  await page.close();
+});
+
+// Needs the Python hooks (a build with Python's headers): Python frames carry the names.
+const pythonHooks = readdirSync(path.join(BUILD, 'lib')).some((f) => f.startsWith('libmemlens_python'));
+
+test('a hostile function and file name is shown as text',
+  { skip: pythonHooks ? false : 'memlens was built without Python hooks' }, async () => {
+  const script = path.join(work, 'hostile.py');
+  writeFileSync(script, [
+    'def f():',
+    '    return [bytearray(200000) for _ in range(10)]',
+    `name = ${JSON.stringify(HOSTILE)}`,
+    'f.__code__ = f.__code__.replace(co_name=name, co_qualname=name,',
+    `                                co_filename=${JSON.stringify('<img src=x onerror=alert(2)>.py')})`,
+    'kept = f()',
+    '',
+  ].join('\n'));
+  const { html } = recordAndReport('hostile', [PYTHON, script]);
+  const raw = readFileSync(html, 'utf8');
+  assert.ok(!raw.includes(HOSTILE), 'the name is escaped in the file');
+  assert.ok(!raw.includes('<img src=x'), 'the file name is escaped in the file');
+  const { page, seen, url } = await open(html);
+  const node = page.locator('#flame-graph .fg-node', { hasText: HOSTILE });
+  assert.ok(await node.count() >= 1, 'the hostile name is shown in the flame graph');
+  assert.equal((await node.first().textContent()), HOSTILE);
+  const row = page.locator('#top-table td.fn', { hasText: HOSTILE });
+  assert.ok(await row.count() >= 1, 'and in the table');
+  await node.first().click();
+  await page.fill('#flame-search', '<script>');
+  assert.ok(await page.locator('#flame-graph .fg-match').count() >= 1);
+  assert.equal(await page.locator('script').count(), 2, 'no script element was added');
+  assert.equal(await page.locator('img').count(), 0, 'no image element was added');
+  assertClean(seen, url);
+  await page.close();
+});
