@@ -97,59 +97,8 @@ void PrintWarnings(const Profile& profile, const analyzer::StackResolver& resolv
   for (const auto& w : resolver.warnings()) std::cerr << "memlens: warning: " << w << "\n";
 }
 
-static const char* EndReasonName(format::EndReason reason) {
-  switch (reason) {
-    case format::EndReason::kExit: return "exit";
-    case format::EndReason::kExec: return "exec";
-    case format::EndReason::kSignal: return "signal";
-    case format::EndReason::kExplicitStop: return "stop";
-  }
-  return "unknown";
-}
-
 void WriteCaptureJson(JsonWriter* json, const Profile& p, const analyzer::StackResolver& resolver) {
-  json->Key("capture");
-  json->BeginObject();
-  json->Field("path", p.path);
-  json->Field("format_version",
-              std::to_string(p.read.format_major) + "." + std::to_string(p.read.format_minor));
-  json->Field("complete", p.end.has_value() && p.read.damage.empty());
-  json->Key("end_reason");
-  if (p.end) {
-    json->String(EndReasonName(p.end->reason));
-  } else {
-    json->Null();
-  }
-  json->Field("duration_s", p.DurationSeconds());
-  json->Key("snapshot");  // the moment the in-use (leaked_*) figures describe
-  json->BeginObject();
-  json->Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
-  json->Field("time_s", p.snapshot_seconds);
-  json->EndObject();
-  json->Key("warnings");
-  json->BeginArray();
-  for (const auto& w : p.warnings) json->String(w);
-  for (const auto& w : resolver.warnings()) json->String(w);
-  json->EndArray();
-  json->EndObject();
-  json->Key("process");
-  json->BeginObject();
-  json->Field("pid", p.process.pid);
-  json->Field("executable", p.process.executable);
-  json->Key("argv");
-  json->BeginArray();
-  for (const auto& a : p.process.argv) json->String(a);
-  json->EndArray();
-  json->Field("threads", p.thread_count);
-  json->Key("earlier_images");  // command lines this image replaced by exec, first first
-  json->BeginArray();
-  for (const auto& image : p.earlier_images) {
-    json->BeginArray();
-    for (const auto& a : image) json->String(a);
-    json->EndArray();
-  }
-  json->EndArray();
-  json->EndObject();
+  analyzer::WriteCaptureJson(json, p, resolver.warnings());
 }
 
 }  // namespace memlens::cli

@@ -287,6 +287,16 @@ const char* EventKindName(EventKind kind) {
   return "?";
 }
 
+const char* EndReasonName(EndReason reason) {
+  switch (reason) {
+    case EndReason::kExit: return "exit";
+    case EndReason::kExec: return "exec";
+    case EndReason::kSignal: return "signal";
+    case EndReason::kExplicitStop: return "stop";
+  }
+  return "unknown";
+}
+
 bool IsKnownEventKind(uint8_t k) {
   return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36) || k == 40 ||
          k == 41;

@@ -96,6 +96,7 @@ const char* EventKindName(EventKind kind);
 bool IsKnownEventKind(uint8_t kind);
 
 enum class EndReason : uint8_t { kExit = 1, kExec = 2, kSignal = 3, kExplicitStop = 4 };
+const char* EndReasonName(EndReason reason);  // "exit", "exec", "signal", "stop"
 
 struct ProcessRecord {
   uint64_t pid = 0;

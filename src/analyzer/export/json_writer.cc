@@ -6,7 +6,64 @@
 
 namespace memlens::analyzer {
 
+void AppendScriptSafeJsonString(std::string* out, std::string_view text) {
+  static const char kHex[] = "0123456789abcdef";
+  auto escape = [out](uint32_t code) {
+    *out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) *out += kHex[(code >> shift) & 0xf];
+  };
+  *out += '"';
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': *out += "\\\""; break;
+        case '\\': *out += "\\\\"; break;
+        case '\n': *out += "\\n"; break;
+        case '\t': *out += "\\t"; break;
+        case '<': case '>': case '&': escape(c); break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            escape(c);
+          } else {
+            *out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: copied when well-formed, else one U+FFFD per bad byte.
+    int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (c >= 0xf5) length = 0;
+    uint32_t code = length == 2 ? c & 0x1f : length == 3 ? c & 0x0f : c & 0x07;
+    bool ok = length > 0 && i + length <= text.size();
+    for (int k = 1; ok && k < length; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      ok = (next & 0xc0) == 0x80;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (ok) {
+      ok = !(length == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) &&
+           !(length == 4 && (code < 0x10000 || code > 0x10ffff));
+    }
+    if (!ok) {
+      escape(0xfffd);
+      ++i;
+    } else if (code == 0x2028 || code == 0x2029) {
+      escape(code);
+      i += length;
+    } else {
+      out->append(text.substr(i, length));
+      i += length;
+    }
+  }
+  *out += '"';
+}
+
+
 void JsonWriter::Newline() {
+  if (style_ != Style::kPretty) return;
   out_ << '\n';
   for (size_t i = 0; i < has_items_.size(); ++i) out_ << "  ";
 }
@@ -37,6 +94,12 @@ void JsonWriter::Close(char c) {
 }
 
 void JsonWriter::Quote(std::string_view text) {
+  if (style_ == Style::kCompactScriptSafe) {
+    std::string safe;
+    AppendScriptSafeJsonString(&safe, text);
+    out_ << safe;
+    return;
+  }
   out_ << '"';
   for (unsigned char c : text) {
     switch (c) {
@@ -61,7 +124,7 @@ void JsonWriter::Quote(std::string_view text) {
 void JsonWriter::Key(std::string_view key) {
   BeforeValue();
   Quote(key);
-  out_ << ": ";
+  out_ << (style_ == Style::kPretty ? ": " : ":");
   after_key_ = true;
 }
 
@@ -99,6 +162,77 @@ void JsonWriter::Bool(bool value) {
 void JsonWriter::Null() {
   BeforeValue();
   out_ << "null";
+}
+
+void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std::string>& warnings) {
+  json->Key("capture");
+  json->BeginObject();
+  json->Field("path", p.path);
+  json->Field("format_version",
+              std::to_string(p.read.format_major) + "." + std::to_string(p.read.format_minor));
+  json->Field("complete", p.end.has_value() && p.read.damage.empty());
+  json->Key("end_reason");
+  if (p.end) {
+    json->String(format::EndReasonName(p.end->reason));
+  } else {
+    json->Null();
+  }
+  json->Field("duration_s", p.DurationSeconds());
+  json->Field("start_realtime_ns", p.process.start_realtime_ns);
+  json->Key("snapshot");  // the moment the in-use (leaked_*) figures describe
+  json->BeginObject();
+  json->Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
+  json->Field("label", p.SnapshotLabel());
+  json->Field("time_s", p.snapshot_seconds);
+  json->EndObject();
+  json->Key("warnings");
+  json->BeginArray();
+  for (const auto& w : p.warnings) json->String(w);
+  for (const auto& w : warnings) json->String(w);
+  json->EndArray();
+  json->EndObject();
+  json->Key("process");
+  json->BeginObject();
+  json->Field("pid", p.process.pid);
+  json->Field("executable", p.process.executable);
+  json->Key("argv");
+  json->BeginArray();
+  for (const auto& a : p.process.argv) json->String(a);
+  json->EndArray();
+  json->Field("threads", p.thread_count);
+  json->Key("earlier_images");  // command lines this image replaced by exec, first first
+  json->BeginArray();
+  for (const auto& image : p.earlier_images) {
+    json->BeginArray();
+    for (const auto& a : image) json->String(a);
+    json->EndArray();
+  }
+  json->EndArray();
+  json->EndObject();
+}
+
+void WriteTotalsJson(JsonWriter* json, const Profile& p) {
+  const Totals& t = p.totals;
+  json->Key("totals");
+  json->BeginObject();
+  json->Field("allocations", t.allocations);
+  json->Field("allocated_bytes", t.allocated_bytes);
+  json->Field("frees", t.frees);
+  json->Field("peak_bytes", t.peak_bytes);
+  json->Field("peak_blocks", t.peak_blocks);
+  json->Field("peak_time_s", p.SecondsAt(t.peak_seq));
+  json->Field("in_use_at_exit_bytes", t.leaked_bytes);
+  json->Field("in_use_at_exit_blocks", t.leaked_blocks);
+  json->Field("in_use_at_exit_mmap_bytes", t.mmap_leaked_bytes);
+  json->Field("python_allocated_bytes", t.python_allocated_bytes);
+  json->Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
+  json->Field("pymalloc_arena_at_exit_bytes", t.arena_leaked_bytes);
+  json->Field("temporary", t.temporary);
+  json->Field("unmatched_frees", t.unmatched_frees);
+  json->Field("dropped_events", t.dropped_events);
+  json->Field("events", t.events);
+  json->Field("stacks", static_cast<uint64_t>(p.stacks.size()));
+  json->EndObject();
 }
 
 void WriteFrame(JsonWriter* json, const SourceFrame& f) {

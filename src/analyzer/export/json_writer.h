@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,8 +18,13 @@ namespace memlens::analyzer {
 
 class JsonWriter {
  public:
-  explicit JsonWriter(std::ostream& out) : out_(out) {}
-  ~JsonWriter() { out_ << '\n'; }
+  // kPretty for the terminal; kCompactScriptSafe for data embedded in the HTML report: no
+  // spaces, and <, >, &, U+2028/2029 escaped, invalid UTF-8 as U+FFFD (docs/report.md).
+  enum class Style { kPretty, kCompactScriptSafe };
+  explicit JsonWriter(std::ostream& out, Style style = Style::kPretty) : out_(out), style_(style) {}
+  ~JsonWriter() {
+    if (style_ == Style::kPretty) out_ << '\n';
+  }
 
   void BeginObject() { Open('{'); }
   void EndObject() { Close('}'); }
@@ -55,11 +61,20 @@ class JsonWriter {
   void Quote(std::string_view text);
 
   std::ostream& out_;
+  Style style_;
   std::vector<bool> has_items_;  // per open container
   bool after_key_ = false;
 };
 
+// The "capture" and "process" members every JSON output starts with (docs/json-output.md).
+// warnings: the symbolizer's, after the profile's own.
+void WriteCaptureJson(JsonWriter* json, const Profile& profile,
+                      const std::vector<std::string>& warnings);
+// The "totals" member of `memlens summary --json` and of the HTML report's data.
+void WriteTotalsJson(JsonWriter* json, const Profile& profile);
 void WriteFrame(JsonWriter* json, const SourceFrame& frame);
+// Appends `text` as a JSON string literal that is safe inside an HTML <script> element.
+void AppendScriptSafeJsonString(std::string* out, std::string_view text);
 void WriteStats(JsonWriter* json, const StackStats& stats);
 void WriteStack(JsonWriter* json, std::string_view key,
                 const std::vector<const SourceFrame*>& frames);

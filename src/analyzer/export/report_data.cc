@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/export/json_writer.h"
 #include "analyzer/model/call_tree.h"
 #include "analyzer/reader/capture_reader.h"
 
@@ -17,90 +19,6 @@ namespace memlens::analyzer {
 namespace {
 
 // A compact JSON writer: no whitespace, commas placed by a stack of "has items" flags.
-class Json {
- public:
-  explicit Json(std::string* out) : out_(*out) {}
-  void BeginObject() { Open('{'); }
-  void EndObject() { Close('}'); }
-  void BeginArray() { Open('['); }
-  void EndArray() { Close(']'); }
-  void Key(std::string_view key) {
-    Comma();
-    AppendScriptSafeJsonString(&out_, key);
-    out_ += ':';
-    after_key_ = true;
-  }
-  void String(std::string_view v) {
-    Comma();
-    AppendScriptSafeJsonString(&out_, v);
-  }
-  void Uint(uint64_t v) {
-    Comma();
-    out_ += std::to_string(v);
-  }
-  void Int(int64_t v) {
-    Comma();
-    out_ += std::to_string(v);
-  }
-  void Bool(bool v) {
-    Comma();
-    out_ += v ? "true" : "false";
-  }
-  void Double(double v) {
-    Comma();
-    if (!std::isfinite(v)) {
-      out_ += "null";
-      return;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    out_ += buf;
-  }
-  void Null() {
-    Comma();
-    out_ += "null";
-  }
-  template <typename T>
-  void Field(std::string_view key, T v) {
-    Key(key);
-    if constexpr (std::is_same_v<T, bool>) {
-      Bool(v);
-    } else if constexpr (std::is_floating_point_v<T>) {
-      Double(v);
-    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-      Int(v);
-    } else if constexpr (std::is_integral_v<T>) {
-      Uint(v);
-    } else {
-      String(v);
-    }
-  }
-
- private:
-  void Comma() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    if (!has_items_.empty()) {
-      if (has_items_.back()) out_ += ',';
-      has_items_.back() = true;
-    }
-  }
-  void Open(char c) {
-    Comma();
-    out_ += c;
-    has_items_.push_back(false);
-  }
-  void Close(char c) {
-    out_ += c;
-    has_items_.pop_back();
-  }
-
-  std::string& out_;
-  std::vector<bool> has_items_;
-  bool after_key_ = false;
-};
 
 // Strings and frames are written once, in tables, and referred to by index.
 class Tables {
@@ -118,7 +36,7 @@ class Tables {
     if (fresh) frame_list_.push_back(key);
     return it->second;
   }
-  void Write(Json* json) const {
+  void Write(JsonWriter* json) const {
     json->Key("strings");
     json->BeginArray();
     for (const std::string* s : string_list_) json->String(*s);
@@ -144,16 +62,6 @@ class Tables {
   std::map<FrameKey, int> frames_;
   std::vector<FrameKey> frame_list_;
 };
-
-const char* EndReasonName(format::EndReason reason) {
-  switch (reason) {
-    case format::EndReason::kExit: return "exit";
-    case format::EndReason::kExec: return "exec";
-    case format::EndReason::kSignal: return "signal";
-    case format::EndReason::kExplicitStop: return "stop";
-  }
-  return "unknown";
-}
 
 // --- flame trees -------------------------------------------------------------------------------
 
@@ -193,7 +101,7 @@ uint64_t ChooseThreshold(const TreeNode& root, size_t budget) {
   }
 }
 
-void WriteTreeNode(Json* json, const TreeNode& n, Tables* tables, bool root) {
+void WriteTreeNode(JsonWriter* json, const TreeNode& n, Tables* tables, bool root) {
   // [frame, total, self, children?]; an "(other)" node is [-1, total, folded children].
   json->BeginArray();
   json->Int(root ? -1 : tables->Frame(n.frame));
@@ -220,7 +128,7 @@ size_t CountNodes(const TreeNode& n) {
   return count;
 }
 
-void WriteTree(Json* json, const Profile& profile, StackResolver* resolver, SortBy metric,
+void WriteTree(JsonWriter* json, const Profile& profile, StackResolver* resolver, SortBy metric,
                const char* name, size_t budget, Tables* tables) {
   auto root = BuildCallTree(profile, resolver, metric, false);
   uint64_t threshold = ChooseThreshold(*root, budget);
@@ -295,7 +203,7 @@ std::vector<Point> Reduce(const std::vector<Point>& points, double duration, siz
   return out;
 }
 
-void WriteSeries(Json* json, const char* name, const std::vector<Point>& points) {
+void WriteSeries(JsonWriter* json, const char* name, const std::vector<Point>& points) {
   json->Key(name);  // [seconds, bytes, seconds, bytes, ...]
   json->BeginArray();
   for (const Point& p : points) {
@@ -322,60 +230,6 @@ class DurationProbe : public format::RecordVisitor {
 
 }  // namespace
 
-void AppendScriptSafeJsonString(std::string* out, std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  auto escape = [out](uint32_t code) {
-    *out += "\\u";
-    for (int shift = 12; shift >= 0; shift -= 4) *out += kHex[(code >> shift) & 0xf];
-  };
-  *out += '"';
-  size_t i = 0;
-  while (i < text.size()) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"': *out += "\\\""; break;
-        case '\\': *out += "\\\\"; break;
-        case '\n': *out += "\\n"; break;
-        case '\t': *out += "\\t"; break;
-        case '<': case '>': case '&': escape(c); break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            escape(c);
-          } else {
-            *out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    // A UTF-8 sequence: copied when well-formed, else one U+FFFD per bad byte.
-    int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-    if (c >= 0xf5) length = 0;
-    uint32_t code = length == 2 ? c & 0x1f : length == 3 ? c & 0x0f : c & 0x07;
-    bool ok = length > 0 && i + length <= text.size();
-    for (int k = 1; ok && k < length; ++k) {
-      auto next = static_cast<unsigned char>(text[i + k]);
-      ok = (next & 0xc0) == 0x80;
-      code = (code << 6) | (next & 0x3f);
-    }
-    if (ok) {
-      ok = !(length == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) &&
-           !(length == 4 && (code < 0x10000 || code > 0x10ffff));
-    }
-    if (!ok) {
-      escape(0xfffd);
-      ++i;
-    } else if (code == 0x2028 || code == 0x2029) {
-      escape(code);
-      i += length;
-    } else {
-      out->append(text.substr(i, length));
-      i += length;
-    }
-  }
-  *out += '"';
-}
 
 std::vector<double> ReportCheckpointTimes(double duration, size_t count) {
   std::vector<double> times;
@@ -393,8 +247,8 @@ bool ProbeCaptureDuration(const std::string& path, double* seconds, std::string*
 }
 
 std::string BuildReportData(const Profile& p, StackResolver* resolver, const ReportLimits& limits) {
-  std::string out;
-  Json json(&out);
+  std::ostringstream stream;
+  JsonWriter json(stream, JsonWriter::Style::kCompactScriptSafe);
   Tables tables;
   json.BeginObject();
   json.Field("format", "memlens-report");
@@ -402,60 +256,8 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.Field("generator", "memlens " MEMLENS_VERSION);
 
   // Summary.
-  json.Key("capture");
-  json.BeginObject();
-  json.Field("path", p.path);
-  json.Field("complete", p.end.has_value() && p.read.damage.empty());
-  json.Key("end_reason");
-  if (p.end) {
-    json.String(EndReasonName(p.end->reason));
-  } else {
-    json.Null();
-  }
-  json.Field("duration_s", p.DurationSeconds());
-  json.Field("start_realtime_ns", p.process.start_realtime_ns);
-  json.Key("snapshot");
-  json.BeginObject();
-  json.Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
-  json.Field("label", p.SnapshotLabel());
-  json.Field("time_s", p.snapshot_seconds);
-  json.EndObject();
-  json.Key("warnings");
-  json.BeginArray();
-  for (const auto& w : p.warnings) json.String(w);
-  for (const auto& w : resolver->warnings()) json.String(w);
-  json.EndArray();
-  json.EndObject();
-  json.Key("process");
-  json.BeginObject();
-  json.Field("pid", p.process.pid);
-  json.Field("executable", p.process.executable);
-  json.Key("argv");
-  json.BeginArray();
-  for (const auto& a : p.process.argv) json.String(a);
-  json.EndArray();
-  json.Field("threads", p.thread_count);
-  json.EndObject();
-  const Totals& t = p.totals;
-  json.Key("totals");  // as `memlens summary --json`
-  json.BeginObject();
-  json.Field("allocations", t.allocations);
-  json.Field("allocated_bytes", t.allocated_bytes);
-  json.Field("frees", t.frees);
-  json.Field("peak_bytes", t.peak_bytes);
-  json.Field("peak_blocks", t.peak_blocks);
-  json.Field("peak_time_s", p.SecondsAt(t.peak_seq));
-  json.Field("in_use_at_exit_bytes", t.leaked_bytes);
-  json.Field("in_use_at_exit_blocks", t.leaked_blocks);
-  json.Field("in_use_at_exit_mmap_bytes", t.mmap_leaked_bytes);
-  json.Field("python_allocated_bytes", t.python_allocated_bytes);
-  json.Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
-  json.Field("temporary", t.temporary);
-  json.Field("unmatched_frees", t.unmatched_frees);
-  json.Field("dropped_events", t.dropped_events);
-  json.Field("events", t.events);
-  json.Field("stacks", static_cast<uint64_t>(p.stacks.size()));
-  json.EndObject();
+  WriteCaptureJson(&json, p, resolver->warnings());  // as every command's --json
+  WriteTotalsJson(&json, p);                         // as `memlens summary --json`
 
   // Flame trees, top-down.
   json.Key("trees");
@@ -581,7 +383,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
     for (size_t s = 0; s < sites.size(); ++s) {
       if (sites[s].stats.leaked_bytes) live.push_back({s, sites[s].stats.leaked_bytes});
     }
-    write_checkpoint(p.snapshot_seconds, t.leaked_bytes, live);
+    write_checkpoint(p.snapshot_seconds, p.totals.leaked_bytes, live);
   }
   json.EndArray();
 
@@ -596,8 +398,8 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   WriteSeries(&json, "resident", Reduce(resident, duration, limits.timeline_points));
   json.Key("peak");
   json.BeginObject();
-  json.Field("time_s", p.SecondsAt(t.peak_seq));
-  json.Field("bytes", t.peak_bytes);
+  json.Field("time_s", p.SecondsAt(p.totals.peak_seq));
+  json.Field("bytes", p.totals.peak_bytes);
   json.EndObject();
   json.EndObject();
 
@@ -646,7 +448,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
 
   tables.Write(&json);
   json.EndObject();
-  return out;
+  return stream.str();
 }
 
 }  // namespace memlens::analyzer

@@ -42,7 +42,4 @@ bool ProbeCaptureDuration(const std::string& path, double* seconds, std::string*
 std::string BuildReportData(const Profile& profile, StackResolver* resolver,
                             const ReportLimits& limits);
 
-// Appends `text` as a JSON string literal safe inside <script> (see above).
-void AppendScriptSafeJsonString(std::string* out, std::string_view text);
-
 }  // namespace memlens::analyzer
