@@ -144,3 +144,10 @@ def test_exited_threads_give_their_buffers_back(record):
     assert work["allocations"] == 400 * 1000 and work["leaked_bytes"] == 0
     # Threads are counted by OS thread id, which the kernel may give again to a later thread.
     assert 380 <= r.analyze("summary")["process"]["threads"] <= 401
+
+
+def test_allocations_on_a_minimal_thread_stack(record):
+    r = record("small_stack")
+    assert r.proc.returncode == 0 and r.proc.stdout == "ok\n", r.proc.stderr
+    row = r.row_at("small_stack.c", "small_stack")
+    assert (row["allocations"], row["leaked_bytes"]) == (100, 10_000)

@@ -38,6 +38,9 @@ void AddSelfRange(uintptr_t begin, uintptr_t end) {
 namespace {
 
 thread_local ThreadBuffer* t_buffer = nullptr;
+// Python frames of the event being recorded: thread-local, not on the application's stack,
+// which may be a coroutine's few kilobytes.
+thread_local uint64_t t_python_frames[kMaxPythonFrames];
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_dropped_reported{0};
 
@@ -143,8 +146,7 @@ void InitializeRecorder() {
 void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   // Python frames first, before the ring holds an open reservation: reading them may allocate
   // (a new code object's name), and a pymalloc arena taken then is recorded at once.
-  uint64_t python_frames[kMaxPythonFrames];
-  int python = ReadPythonFrames(python_frames, kMaxPythonFrames);
+  int python = ReadPythonFrames(t_python_frames, kMaxPythonFrames);
   ThreadBuffer* buffer;
   RawEvent* event = Reserve(&buffer, kMaxRecordSize);
   if (!event) {
@@ -158,7 +160,7 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   auto* frames = reinterpret_cast<uint64_t*>(event + 1);
   int native = CaptureStack(frames, &event->truncated);
   // The thread's Python frames follow the native ones; the writer merges the two.
-  std::memcpy(frames + native, python_frames, python * sizeof(uint64_t));
+  if (python) std::memcpy(frames + native, t_python_frames, python * sizeof(uint64_t));
   event->frame_count = static_cast<uint16_t>(native);
   event->record_size =
       static_cast<uint32_t>(sizeof(RawEvent) + (native + python) * sizeof(uint64_t));
