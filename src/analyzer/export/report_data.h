@@ -8,7 +8,8 @@
 // documented in docs/report.md.
 //
 // Strings are escaped for embedding in an HTML <script> element: besides JSON's own escapes,
-// <, >, & and U+2028/U+2029 are written as \uXXXX, and bytes that are not UTF-8 become U+FFFD.
+// <, >, & and U+2028/U+2029 are written as \u escapes (\u003c for <), and bytes that are not
+// UTF-8 become U+FFFD.
 // Runs on: the analyzer's main thread.
 #pragma once
 
