@@ -1,6 +1,8 @@
 // src/agent/agent.cc: see agent.h. Configuration comes from the environment (docs/agent.md):
 //   MEMLENS_OUTPUT   capture path; %p is replaced by the pid, %e by the program's name
 //                    (default: memlens-%e-%p.mlens in the current directory)
+//   MEMLENS_PYTHON_FRAMES  the most Python frames kept per allocation, innermost first
+//                    (python_support.h)
 //   MEMLENS_TRACKED  the pid of the recorded process, set by the agent: a descendant that
 //                    inherits it (a child that exec'd) does not record; the recorded process's
 //                    own new image after an exec does, appending to the same capture

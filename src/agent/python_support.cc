@@ -5,7 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -22,6 +24,7 @@ std::atomic<PythonCodeInfo*>* g_codes = nullptr;  // by id; mapped once, never f
 std::atomic<uint64_t> g_next_code{1};
 std::atomic<MemlensPythonFrameReader> g_reader{nullptr};
 uintptr_t g_eval_begin = 0, g_eval_end = 0;
+int g_python_depth = 1 << 30;  // MEMLENS_PYTHON_FRAMES
 
 void Say(const char* message) {
   std::string line = std::string("memlens: ") + message + "\n";
@@ -94,6 +97,10 @@ std::string OwnFolder() {
 }  // namespace
 
 void AttachPython() {
+  if (const char* depth = getenv("MEMLENS_PYTHON_FRAMES"); depth && *depth) {
+    long frames = strtol(depth, nullptr, 10);
+    if (frames >= 1) g_python_depth = static_cast<int>(std::min(frames, long{1} << 30));
+  }
   const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
   if (!version) {
     if (dlsym(RTLD_DEFAULT, "Py_GetVersion")) {
@@ -136,7 +143,7 @@ bool EvalLoopContains(uint64_t ip) { return ip - g_eval_begin < g_eval_end - g_e
 
 int ReadPythonFrames(uint64_t* frames, int max) {
   MemlensPythonFrameReader reader = g_reader.load(std::memory_order_acquire);
-  return reader ? reader(frames, max) : 0;
+  return reader ? reader(frames, max < g_python_depth ? max : g_python_depth) : 0;
 }
 
 }  // namespace memlens::agent

@@ -25,7 +25,9 @@ void AttachPython();
 const PythonCodeInfo* FindPythonCode(uint64_t id);
 // True when ip lies in the interpreter's eval loop (_PyEval_EvalFrameDefault).
 bool EvalLoopContains(uint64_t ip);
-// Reads the calling thread's Python frames (innermost first) when a hooks library is attached.
+// Reads the calling thread's Python frames (innermost first) when a hooks library is attached,
+// at most max, and at most MEMLENS_PYTHON_FRAMES (read once by AttachPython; default and
+// ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.
 int ReadPythonFrames(uint64_t* frames, int max);
 
 }  // namespace memlens::agent

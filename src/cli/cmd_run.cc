@@ -27,6 +27,7 @@ namespace {
 
 struct RunOptions {
   std::string output;
+  int python_frames = 0;  // 0: the agent's default
   std::vector<std::string> command;
 };
 
@@ -177,6 +178,9 @@ int Run(const RunOptions& options) {
                                                       std::to_string(getpid()) + ".mlens")
                                       : output;
     setenv("MEMLENS_OUTPUT", path.c_str(), 1);
+    if (options.python_frames > 0) {
+      setenv("MEMLENS_PYTHON_FRAMES", std::to_string(options.python_frames).c_str(), 1);
+    }
     unsetenv("MEMLENS_TRACKED");  // we may run inside a recorded process ourselves
     const char* preload = getenv("LD_PRELOAD");
     std::string value = agent + (preload && *preload ? ":" + std::string(preload) : "");
@@ -221,6 +225,10 @@ Command AddRunCommand(CLI::App* app) {
       "run", "Run a program and record its allocations into a capture file");
   cmd->add_option("-o,--output", options->output,
                   "capture file (default: memlens-PROGRAM-PID.mlens in the current directory)");
+  cmd->add_option("--python-frames", options->python_frames,
+                  "in a Python program, keep at most N Python frames per allocation (the\n"
+                  "innermost ones; default 512)")
+      ->check(CLI::Range(1, 512));
   cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")
       ->required();
   cmd->prefix_command();

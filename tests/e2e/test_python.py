@@ -216,3 +216,18 @@ def test_non_ascii_file_and_function_names(record_python, tmp_path):
     here = [row for row in rows if row["site"]["function"] == "créer"]
     assert len(here) == 1 and here[0]["site"]["file"] == str(script) and here[0]["site"]["line"] == 4
     assert here[0]["leaked_bytes"] == 5 * python_size("bytearray(3_000_000)")
+
+
+def test_python_depth_limit_keeps_the_innermost_frames(tmp_path):
+    capture = tmp_path / "shallow.mlens"
+    proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--python-frames", "1", "--",
+                           PYTHON, str(SCRIPTS / "lines.py")], capture_output=True, text=True,
+                          timeout=120, cwd=SCRIPTS)
+    assert proc.returncode == 0, proc.stderr
+    leaks = Recorded(proc, capture).analyze("leaks", "--limit", "5")["leaks"]
+    blob = [l for l in leaks if l["bytes"] == 50_000_001][0]  # the bytearray's buffer
+    python = [f["function"] for f in blob["stack"] if f["python"]]
+    assert python == ["make_bytearray"]  # <module> was cut: one Python frame kept
+    assert blob["site"]["line"] == line_of("lines.py", "bytearray")
+    bad = memlens("run", "--python-frames", "0", "--", PYTHON, "-c", "pass")
+    assert bad.returncode == 2 and "--python-frames" in bad.stderr

@@ -13,17 +13,17 @@ import sys
 
 from memlens import executable
 
-USAGE = """usage: python3 -m memlens run [-o FILE] script.py [ARGS...]
-       python3 -m memlens run [-o FILE] -m module [ARGS...]
+USAGE = """usage: python3 -m memlens run [-o FILE] [--python-frames N] script.py [ARGS...]
+       python3 -m memlens run [-o FILE] [--python-frames N] -m module [ARGS...]
        python3 -m memlens summary|top|tree|leaks CAPTURE [OPTIONS]   (see --help)"""
 
 
 def run_command(args):
     """memlens `run` arguments for running a Python program with this interpreter."""
     options = []
-    while args and args[0] in ("-o", "--output"):
+    while args and args[0] in ("-o", "--output", "--python-frames"):
         if len(args) < 2:
-            sys.exit("memlens: run: -o needs a file name\n" + USAGE)
+            sys.exit(f"memlens: run: {args[0]} needs a value\n" + USAGE)
         options += [args[0], args[1]]
         args = args[2:]
     if args and args[0] == "--":
