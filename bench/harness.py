@@ -33,12 +33,12 @@ def run(cmd, log):
     return os.waitstatus_to_exitcode(status), wall, rss
 
 
-def timed(cmd):
+def timed(cmd, env=None):
     """Runs an analyzer; returns (rc, wall s, stdout, stderr)."""
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                              timeout=TIMEOUT_S)
+                              timeout=TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return -1, time.perf_counter() - start, "", f"timed out after {TIMEOUT_S} s"
     return proc.returncode, time.perf_counter() - start, proc.stdout, proc.stderr

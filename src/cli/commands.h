@@ -29,5 +29,6 @@ Command AddHistogramCommand(CLI::App* app);
 Command AddTemporaryCommand(CLI::App* app);
 Command AddMapCommand(CLI::App* app);
 Command AddReportCommand(CLI::App* app);
+Command AddIndexCommand(CLI::App* app);
 
 }  // namespace memlens::cli

@@ -21,7 +21,7 @@ std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cl
   }
   if (!command) {
     if (first[0] != '-') {
-      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline, histogram, temporary, map, report)";
+      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline, histogram, temporary, map, report, index)";
     }
     return error.what();
   }
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
       "  memlens temporary CAPTURE                  allocations freed at once (reuse them)\n"
       "  memlens map CAPTURE@peak                   address space in use: regions, gaps\n"
       "  memlens report CAPTURE -o report.html      one self-contained interactive page\n"
+      "  memlens index CAPTURE                      make snapshots of a big capture quick\n"
       "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the default).\n"
       "Every analysis command takes --json (docs/json-output.md).");
   std::vector<Command> commands = {AddRunCommand(&app), AddSummaryCommand(&app),
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
                                    AddLeaksCommand(&app), AddDiffCommand(&app),
                                    AddTimelineCommand(&app), AddHistogramCommand(&app),
                                    AddTemporaryCommand(&app), AddMapCommand(&app),
-                                   AddReportCommand(&app)};
+                                   AddReportCommand(&app), AddIndexCommand(&app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -29,7 +29,9 @@ class RecordVisitor {
 };
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before
-// the bad one have already been delivered.
-bool DecodeRecords(std::string_view payload, RecordVisitor* visitor, std::string* error);
+// the bad one have already been delivered. With events false, event batches are stepped over
+// without being decoded (a reader that wants only the metadata of this chunk).
+bool DecodeRecords(std::string_view payload, RecordVisitor* visitor, std::string* error,
+                   bool events = true);
 
 }  // namespace memlens::format

@@ -184,6 +184,7 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   json->Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
   json->Field("label", p.SnapshotLabel());
   json->Field("time_s", p.snapshot_seconds);
+  json->Field("from_checkpoint_seq", p.from_checkpoint_seq);
   json->EndObject();
   json->Key("warnings");
   json->BeginArray();

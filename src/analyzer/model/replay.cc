@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <unordered_map>
 #include <cstdio>
+#include <cstring>
+#include <cerrno>
+#include <unistd.h>
 #include <cstdlib>
 #include <deque>
 #include <map>
 #include <unordered_set>
 
 #include "analyzer/model/address_map.h"
+#include "analyzer/model/snapshot_index.h"
+#include "base/varint.h"
 
 namespace memlens::analyzer {
 namespace {
@@ -33,6 +38,25 @@ struct StackState {
   uint64_t python_live_bytes = 0;
   uint64_t changed_in_epoch = 0;
 };
+
+// The fields of the saved state (SaveState), one list for saving and restoring.
+template <typename T, typename F>
+void TotalsFields(T& t, F&& f) {  // dropped_events is metadata; the leaked figures come at Finish
+  for (auto* v : {&t.allocations, &t.allocated_bytes, &t.frees, &t.peak_bytes, &t.peak_blocks,
+                  &t.peak_seq, &t.python_allocated_bytes, &t.arena_peak_bytes, &t.temporary,
+                  &t.unmatched_frees, &t.events}) {
+    f(*v);
+  }
+}
+template <typename T, typename F>
+void StateFields(T& s, F&& f) {
+  for (auto* v : {&s.stats.allocations, &s.stats.allocated_bytes, &s.stats.peak_bytes,
+                  &s.stats.peak_blocks, &s.stats.python_allocated_bytes,
+                  &s.stats.python_peak_bytes, &s.stats.temporary, &s.stats.temporary_bytes,
+                  &s.live_bytes, &s.live_blocks, &s.python_live_bytes, &s.changed_in_epoch}) {
+    f(*v);
+  }
+}
 
 class Replayer : public format::RecordVisitor {
  public:
@@ -88,8 +112,22 @@ class Replayer : public format::RecordVisitor {
 
   void Finish();
   bool stopped_early() const { return stop_seconds_ >= 0; }
+  uint64_t stop_seq() const { return stop_seq_; }  // events from this one on are not wanted
+
+  // The snapshot index: take checkpoints into `writer` while replaying everything, or start
+  // from a checkpoint's state (the reader then delivers events from its seq on).
+  void BuildIndex(SnapshotIndexWriter* writer) { index_writer_ = writer; }
+  void ResumeFrom(std::string state, uint64_t seq, std::vector<TimelinePoint> timeline) {
+    resume_state_ = std::move(state);
+    resume_seq_ = seq;
+    resume_timeline_ = std::move(timeline);
+    resume_pending_ = true;
+  }
 
  private:
+  // Everything the events have built up, as a byte string; see kIndexVersion.
+  void SaveState(std::string* out) const;
+  void RestoreState();
   void StartOver();
   void TakeTimelinePoints(uint64_t before_seq);
   void TakeCheckpoints(uint64_t before_seq);
@@ -128,6 +166,12 @@ class Replayer : public format::RecordVisitor {
   std::deque<format::TimeRecord> pending_marks_;  // time marks no delivered event has passed
   AddressMap arenas_;  // pymalloc arenas, outside the heap totals
   uint64_t arena_bytes_ = 0;
+  SnapshotIndexWriter* index_writer_ = nullptr;
+  uint64_t since_checkpoint_ = 0;
+  bool resume_pending_ = false;
+  std::string resume_state_;
+  uint64_t resume_seq_ = 0;
+  std::vector<TimelinePoint> resume_timeline_;
 };
 
 void Replayer::StartOver() {
@@ -156,6 +200,8 @@ void Replayer::StartOver() {
   pending_checkpoints_.clear();
   next_checkpoint_ = 0;
   last_alloc_.clear();
+  since_checkpoint_ = 0;
+  if (index_writer_) index_writer_->DropCheckpoints();  // the index is the last image's
   if (spec_.kind == SnapshotSpec::kTime) {  // a time is a time of the last image
     stop_seq_ = UINT64_MAX;
     stop_seconds_ = -1;
@@ -339,8 +385,15 @@ bool Replayer::LeftOut(const format::Event& e) {
 }
 
 void Replayer::OnEvent(const format::Event& e) {
+  if (resume_pending_) RestoreState();
   TakeTimelinePoints(e.seq);  // the heap as it was at every mark this event comes after
   TakeCheckpoints(e.seq);
+  if (index_writer_ && ++since_checkpoint_ > index_writer_->spacing()) {
+    std::string state;
+    SaveState(&state);
+    index_writer_->Add(e.seq, state, p_->timeline.size());
+    since_checkpoint_ = 0;
+  }
   if (e.seq >= stop_seq_) {
     if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
     return;  // past the snapshot
@@ -486,7 +539,121 @@ void Replayer::MapAddressSpace() {
   close_region();
 }
 
+void Replayer::SaveState(std::string* out) const {
+  auto put = [out](uint64_t v) { PutVarint(out, v); };
+  TotalsFields(p_->totals, put);
+  for (const SizeBucket& b : p_->size_histogram) {
+    put(b.count);
+    put(b.bytes);
+  }
+  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, arena_bytes_}) put(v);
+  uint64_t touched = 0;
+  for (const StackState& s : states_) touched += s.changed_in_epoch != 0;
+  put(touched);
+  uint64_t last = 0;
+  for (uint64_t stack = 0; stack < states_.size(); ++stack) {
+    if (states_[stack].changed_in_epoch == 0) continue;  // never allocated or released
+    put(stack - last);
+    last = stack;
+    StateFields(states_[stack], put);
+  }
+  for (const AddressMap* map : {&heap_, &arenas_}) {  // by address, as deltas
+    std::vector<std::pair<uint64_t, LiveBlock>> blocks;
+    blocks.reserve(map->size());
+    map->ForEach([&](uint64_t a, const LiveBlock& b) { blocks.push_back({a, b}); });
+    std::sort(blocks.begin(), blocks.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    put(blocks.size());
+    last = 0;
+    for (const auto& [address, b] : blocks) {
+      for (uint64_t v : {address - last, b.size, b.stack, uint64_t{b.python}}) put(v);
+      last = address;
+    }
+  }
+  put(mappings_.size());
+  for (const auto& [start, r] : mappings_) {
+    for (uint64_t v : {start, r.end - start, r.stack}) put(v);
+  }
+  put(realloc_pending_.size());
+  for (const auto& [thread, b] : realloc_pending_) {
+    for (uint64_t v : {uint64_t{thread}, b.size, b.stack, uint64_t{b.python}}) put(v);
+  }
+  put(mremap_pending_.size());
+  for (const auto& [thread, taken] : mremap_pending_) {
+    put(thread);
+    put(taken.size());
+    for (const auto& [start, r] : taken) {
+      for (uint64_t v : {start, r.end - start, r.stack}) put(v);
+    }
+  }
+  put(last_alloc_.size());
+  for (const auto& [thread, alloc] : last_alloc_) {
+    for (uint64_t v : {uint64_t{thread}, alloc.first, alloc.second}) put(v);
+  }
+}
+
+// Restores what SaveState saved, in the same order, at the first event of a resumed replay:
+// the metadata read so far (stack nodes, modules, time marks) stays as read.
+void Replayer::RestoreState() {
+  resume_pending_ = false;
+  StateReader r(resume_state_);
+  auto get = [&r](uint64_t& v) { v = r.Next(); };
+  uint64_t dropped = p_->totals.dropped_events;
+  TotalsFields(p_->totals, get);
+  p_->totals.dropped_events = dropped;
+  for (SizeBucket& b : p_->size_histogram) {
+    get(b.count);
+    get(b.bytes);
+  }
+  for (uint64_t* v : {&live_bytes_, &live_blocks_, &peak_epoch_, &arena_bytes_}) get(*v);
+  uint64_t touched = r.Next(), stack = 0;
+  for (uint64_t i = 0; i < touched && r.ok(); ++i) {
+    stack += r.Next();
+    StateFields(State(stack), get);
+  }
+  for (AddressMap* map : {&heap_, &arenas_}) {
+    uint64_t count = r.Next(), address = 0;
+    for (uint64_t i = 0; i < count && r.ok(); ++i) {
+      address += r.Next();
+      LiveBlock b;
+      b.size = r.Next();
+      b.stack = r.Next();
+      b.python = r.Next() != 0;
+      map->Insert(address, b);
+    }
+  }
+  for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
+    uint64_t start = r.Next(), size = r.Next();
+    mappings_[start] = {start + size, r.Next()};
+  }
+  for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
+    uint32_t thread = static_cast<uint32_t>(r.Next());
+    LiveBlock& b = realloc_pending_[thread];
+    b.size = r.Next();
+    b.stack = r.Next();
+    b.python = r.Next() != 0;
+  }
+  for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
+    auto& taken = mremap_pending_[static_cast<uint32_t>(r.Next())];
+    for (uint64_t k = 0, m = r.Next(); k < m && r.ok(); ++k) {
+      uint64_t start = r.Next(), size = r.Next();
+      taken.push_back({start, {start + size, r.Next()}});
+    }
+  }
+  for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
+    uint32_t thread = static_cast<uint32_t>(r.Next());
+    uint64_t address = r.Next();
+    last_alloc_[thread] = {address, r.Next()};
+  }
+  if (!r.ok() || !r.AtEnd()) p_->warnings.push_back("the snapshot index is damaged: delete " + p_->path + ".index");
+  // The state's timeline held every mark up to its event; marks read since are still due.
+  p_->timeline = std::move(resume_timeline_);
+  while (!pending_marks_.empty() && pending_marks_.front().seq <= resume_seq_) pending_marks_.pop_front();
+  resume_state_.clear();
+}
+
 void Replayer::Finish() {
+  if (resume_pending_) RestoreState();
   TakeTimelinePoints(UINT64_MAX);
   TakeCheckpoints(UINT64_MAX);
   if (options_.address_map) MapAddressSpace();
@@ -528,12 +695,54 @@ double Profile::DurationSeconds() const {
 
 namespace {
 
+// How a replay uses the snapshot index: builds it (writer), or starts from a checkpoint.
+struct IndexUse {
+  SnapshotIndexWriter* writer = nullptr;
+  SnapshotIndex* built = nullptr;  // filled when the writer finished an index
+  const SnapshotIndex* index = nullptr;
+  const IndexCheckpoint* from = nullptr;
+};
+
 bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptions& options,
-            uint64_t stop_seq, Profile* profile, std::string* error) {
+            uint64_t stop_seq, Profile* profile, std::string* error, const IndexUse& use = {}) {
   *profile = Profile();
   profile->path = path;
   Replayer replayer(profile, spec, options, stop_seq);
-  if (!ReadCapture(path, &replayer, &profile->read, error)) return false;
+  ReadOptions read;
+  std::vector<IndexChunk> chunks;  // of the last image: see the index
+  uint64_t chunks_image = 0;
+  if (use.writer) {
+    replayer.BuildIndex(use.writer);
+    read.on_chunk = [&](uint64_t offset, uint64_t image, int64_t min_seq, int64_t max_seq) {
+      if (image != chunks_image) chunks.clear();
+      chunks_image = image;
+      if (min_seq >= 0) chunks.push_back({offset, uint64_t(min_seq), uint64_t(max_seq)});
+    };
+  }
+  if (use.index) {  // only the chunks with events between the checkpoint and the snapshot
+    read.image = use.index->image;
+    uint64_t from_offset = use.from ? use.from->events_from_offset : 0;
+    read.wants_events = [&replayer, &use, from_offset](uint64_t offset) {
+      const IndexChunk* chunk = use.index->ChunkAt(offset);
+      return offset >= from_offset && chunk && chunk->min_seq < replayer.stop_seq();
+    };
+  }
+  if (use.from) {
+    std::string state;
+    if (!ReadCheckpointState(*use.index, *use.from, &state)) {
+      *error = "cannot read the snapshot index " + use.index->path + ": delete it and try again";
+      return false;
+    }
+    replayer.ResumeFrom(std::move(state), use.from->seq,
+                        {use.index->timeline.begin(),
+                         use.index->timeline.begin() + use.from->timeline_points});
+    read.first_seq = use.from->seq;
+    profile->from_checkpoint_seq = use.from->seq;
+  }
+  if (!ReadCapture(path, &replayer, &profile->read, error, read)) return false;
+  // Events after the snapshot in chunks left undecoded look missing to the reader; only a
+  // capture with none missing gets an index.
+  if (use.index) profile->read.missing_events = 0;
   if (!profile->has_process) {
     *error = "'" + path + "' holds no recording (" +
              (profile->read.damage.empty() ? std::string("it ends after the file header")
@@ -548,6 +757,16 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
                   spec.text.c_str(), profile->DurationSeconds());
     *error = message;
     return false;
+  }
+  // A capture with missing events would resume with a different count of them: no index.
+  if (use.writer && profile->read.missing_events == 0) {
+    use.built->image = profile->earlier_images.size();
+    use.built->peak_seq = profile->totals.peak_seq;
+    use.built->peak_bytes = profile->totals.peak_bytes;
+    use.built->peak_blocks = profile->totals.peak_blocks;
+    use.built->timeline = profile->timeline;
+    use.built->chunks = std::move(chunks);
+    if (!use.writer->Finish(use.built, profile->times)) use.built->path.clear();
   }
   if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
   if (!profile->end) {
@@ -567,23 +786,89 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   return true;
 }
 
+// A whole replay, writing the index on the way when a writer is given (index->path is then
+// set once it is in place).
+bool ReplayAll(const std::string& path, SnapshotIndexWriter* writer, Profile* full,
+               SnapshotIndex* index, std::string* error) {
+  return Replay(path, SnapshotSpec{}, ReplayOptions{}, UINT64_MAX, full, error,
+                IndexUse{writer, index});
+}
+
+// The index serves snapshots before the end of a plain replay (no per-thread view, no extra
+// per-moment figures). MEMLENS_INDEX=0 turns it off (the tests compare both ways).
+bool IndexServes(const SnapshotSpec& snapshot, const ReplayOptions& options) {
+  const char* env = std::getenv("MEMLENS_INDEX");
+  if (env && std::string(env) == "0") return false;
+  return snapshot.kind != SnapshotSpec::kEnd && options.thread == 0 &&
+         options.checkpoint_seconds.empty() && !options.stack_size_histograms;
+}
+
 }  // namespace
 
 bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
                  const ReplayOptions& options, Profile* profile, std::string* error) {
-  if (snapshot.kind != SnapshotSpec::kPeak) {
+  if (snapshot.kind == SnapshotSpec::kEnd) {
     return Replay(path, snapshot, options, UINT64_MAX, profile, error);
   }
-  // The peak is known only at the end: find it, then replay up to it.
-  if (!Replay(path, SnapshotSpec{}, ReplayOptions{}, UINT64_MAX, profile, error)) return false;
-  uint64_t peak_seq = profile->totals.peak_seq;
-  Profile at_peak;
-  if (!Replay(path, snapshot, options, peak_seq + 1, &at_peak, error)) return false;
-  at_peak.totals.peak_bytes = profile->totals.peak_bytes;
-  at_peak.totals.peak_blocks = profile->totals.peak_blocks;
-  at_peak.totals.peak_seq = peak_seq;
-  at_peak.snapshot_seconds = profile->SecondsAt(peak_seq);
-  *profile = std::move(at_peak);
+  SnapshotIndex index;
+  bool indexed = IndexServes(snapshot, options) && LoadSnapshotIndex(path, &index);
+  Profile full;  // a whole replay, when one is needed to find the peak or to build the index
+  bool have_full = false;
+  if (IndexServes(snapshot, options) && !indexed) {
+    SnapshotIndexWriter writer(path);
+    if (writer.ok() || snapshot.kind == SnapshotSpec::kPeak) {
+      if (!ReplayAll(path, writer.ok() ? &writer : nullptr, &full, &index, error)) return false;
+      have_full = true;
+      indexed = !index.path.empty();
+    }
+  }
+  uint64_t stop_seq = UINT64_MAX;
+  if (snapshot.kind == SnapshotSpec::kPeak) {
+    // The peak is known only at the end: from the index, or from a whole replay first.
+    if (!indexed && !have_full) {
+      if (!Replay(path, SnapshotSpec{}, ReplayOptions{}, UINT64_MAX, &full, error)) return false;
+    }
+    if (!indexed) {
+      index.peak_seq = full.totals.peak_seq;
+      index.peak_bytes = full.totals.peak_bytes;
+      index.peak_blocks = full.totals.peak_blocks;
+    }
+    stop_seq = index.peak_seq + 1;
+  }
+  IndexUse resume;
+  if (indexed) {
+    resume.index = &index;
+    resume.from = snapshot.kind == SnapshotSpec::kPeak ? index.Before(stop_seq)
+                                                       : index.BeforeTime(snapshot.seconds);
+  }
+  if (!Replay(path, snapshot, options, stop_seq, profile, error, resume)) return false;
+  if (snapshot.kind == SnapshotSpec::kPeak) {
+    profile->totals.peak_bytes = index.peak_bytes;
+    profile->totals.peak_blocks = index.peak_blocks;
+    profile->totals.peak_seq = index.peak_seq;
+    profile->snapshot_seconds = profile->SecondsAt(index.peak_seq);
+  }
+  return true;
+}
+
+bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::string* error) {
+  SnapshotIndexWriter writer(path);
+  if (!writer.ok() && access(path.c_str(), R_OK) != 0) {
+    *error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  if (!writer.ok()) {
+    *error = "no writable place for the index of '" + path + "' (next to it, or in " +
+             "$XDG_CACHE_HOME/memlens or ~/.cache/memlens)";
+    return false;
+  }
+  Profile full;
+  if (!ReplayAll(path, &writer, &full, index, error)) return false;
+  if (index->path.empty()) {
+    *error = full.read.missing_events ? "'" + path + "' misses events: it cannot be indexed"
+                                      : "could not write the index of '" + path + "'";
+    return false;
+  }
   return true;
 }
 

@@ -155,6 +155,7 @@ struct Profile {
   std::vector<std::vector<std::string>> earlier_images;
   SnapshotSpec snapshot;            // the moment the in-use figures describe
   double snapshot_seconds = 0;      // when that moment was
+  uint64_t from_checkpoint_seq = 0;  // the replay started from the snapshot index's state there
   std::vector<TimelinePoint> timeline;  // heap in use at each of the writer's time marks
   std::vector<format::ResidentRecord> resident;  // RSS samples
   SizeHistogram size_histogram = SizeHistogram(kSizeBuckets);  // every allocation

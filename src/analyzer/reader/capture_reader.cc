@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,8 +19,8 @@ namespace {
 // Sends events through the orderer and holds END back until every event is out.
 class OrderingVisitor : public format::RecordVisitor {
  public:
-  explicit OrderingVisitor(format::RecordVisitor* out)
-      : out_(out), orderer_([out](const format::Event& e) { out->OnEvent(e); }) {}
+  OrderingVisitor(format::RecordVisitor* out, const ReadOptions& options)
+      : out_(out), options_(options), orderer_([out](const format::Event& e) { out->OnEvent(e); }) {}
 
   // A second process record is the program image that replaced the first by exec: everything
   // of the first image is delivered before it, and sequence numbers start over.
@@ -29,20 +30,32 @@ class OrderingVisitor : public format::RecordVisitor {
       orderer_.Restart();
       if (end_) out_->OnEnd(*end_);
       end_.reset();
+      ++image_;
     }
+    if (image_ == options_.image) orderer_.SkipTo(options_.first_seq);
     seen_process_ = true;
+    StartChunk();
     out_->OnProcess(r);
   }
   void OnModule(const format::ModuleRecord& r) override { out_->OnModule(r); }
   void OnModuleUnload(const format::ModuleUnloadRecord& r) override { out_->OnModuleUnload(r); }
   void OnThread(const format::ThreadRecord& r) override { out_->OnThread(r); }
   void OnStackNode(const format::StackNodeRecord& r) override { out_->OnStackNode(r); }
-  void OnEvent(const format::Event& e) override { orderer_.Add(e); }
+  void OnEvent(const format::Event& e) override {
+    chunk_max_seq_ = std::max(chunk_max_seq_, static_cast<int64_t>(e.seq));
+    if (chunk_min_seq_ < 0 || static_cast<int64_t>(e.seq) < chunk_min_seq_) chunk_min_seq_ = e.seq;
+    if (image_ >= options_.image) orderer_.Add(e);
+  }
   void OnTime(const format::TimeRecord& r) override { out_->OnTime(r); }
   void OnEnd(const format::EndRecord& r) override { end_ = r; }
   void OnDrops(const format::DropsRecord& r) override { out_->OnDrops(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
   void OnResident(const format::ResidentRecord& r) override { out_->OnResident(r); }
+
+  void StartChunk() { chunk_min_seq_ = chunk_max_seq_ = -1; }
+  int64_t chunk_min_seq() const { return chunk_min_seq_; }
+  int64_t chunk_max_seq() const { return chunk_max_seq_; }
+  uint64_t image() const { return image_; }
 
   void Finish(ReadStatus* status) {
     orderer_.Finish();
@@ -55,7 +68,10 @@ class OrderingVisitor : public format::RecordVisitor {
 
  private:
   format::RecordVisitor* out_;
+  const ReadOptions& options_;
   EventOrderer orderer_;
+  uint64_t image_ = 0;
+  int64_t chunk_min_seq_ = -1, chunk_max_seq_ = -1;
   std::optional<format::EndRecord> end_;
   bool seen_process_ = false;
 };
@@ -63,7 +79,7 @@ class OrderingVisitor : public format::RecordVisitor {
 }  // namespace
 
 bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadStatus* status,
-                 std::string* error) {
+                 std::string* error, const ReadOptions& options) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     *error = "cannot open '" + path + "': " + std::strerror(errno);
@@ -84,18 +100,25 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
     *error = "'" + path + "': " + why;
     return false;
   }
-  OrderingVisitor ordering(visitor);
+  OrderingVisitor ordering(visitor, options);
   std::string payload;
   for (;;) {
+    uint64_t chunk_offset = chunks.offset();
     auto result = chunks.Next(&payload, &why);
     if (result == format::ChunkReader::Result::kEnd) break;
     if (result != format::ChunkReader::Result::kChunk) {
       status->damage = why;
       break;
     }
-    if (!format::DecodeRecords(payload, &ordering, &why)) {
+    ordering.StartChunk();
+    bool events = !options.wants_events || options.wants_events(chunk_offset);
+    if (!format::DecodeRecords(payload, &ordering, &why, events)) {
       status->damage = "capture is corrupt at byte " + std::to_string(chunks.offset()) + ": " + why;
       break;
+    }
+    if (options.on_chunk) {
+      options.on_chunk(chunk_offset, ordering.image(), ordering.chunk_min_seq(),
+                       ordering.chunk_max_seq());
     }
   }
   status->bytes_read = chunks.offset();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "format/record_decoder.h"
@@ -28,7 +29,21 @@ struct ReadStatus {
   uint64_t missing_events = 0;  // sequence numbers never seen
 };
 
+// Reading part of a capture, for a replay resumed from a checkpoint of the snapshot index:
+// metadata is always delivered in full, events only from program image `image` (0 is the
+// first) and, in it, only from sequence number `first_seq` on. Chunks for which
+// `wants_events(offset)` is false are read for their metadata only (the index knows which
+// chunks hold the events a snapshot needs), which is what makes such a read cheap.
+struct ReadOptions {
+  uint64_t image = 0;
+  uint64_t first_seq = 0;
+  std::function<bool(uint64_t chunk_offset)> wants_events;  // null: every chunk's
+  // For the index: after each chunk, its offset in the file, the program image it ended in,
+  // and the smallest and largest sequence numbers of that image's events in it (-1: none).
+  std::function<void(uint64_t offset, uint64_t image, int64_t min_seq, int64_t max_seq)> on_chunk;
+};
+
 bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadStatus* status,
-                 std::string* error);
+                 std::string* error, const ReadOptions& options = ReadOptions{});
 
 }  // namespace memlens::analyzer

@@ -33,6 +33,9 @@ class EventOrderer {
     next_seq_ = 0;
     gaps_ = 0;  // the figures describe the last image only
   }
+  // Events before this sequence number are dropped: a read resumed from a checkpoint. Call
+  // before the first event (or right after Restart).
+  void SkipTo(uint64_t seq) { next_seq_ = seq; }
   uint64_t gaps() const { return gaps_; }  // missing sequence numbers skipped
 
  private:

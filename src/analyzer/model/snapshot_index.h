@@ -1,0 +1,127 @@
+// src/analyzer/model/snapshot_index.h
+//
+// The snapshot index: the replay's complete state, saved every so many events while a capture
+// is replayed in full once, in a file next to the capture (CAPTURE.index). A snapshot at any
+// moment then restores the nearest checkpoint before it and replays only the events since,
+// reading the chunks before that point for their metadata alone. docs/snapshot-index.md has
+// the file layout and the measured costs.
+//
+// The index is a cache: it is rebuilt whenever the capture's size or modification time, or
+// kIndexVersion, differs from what it was made for, and nothing fails without one.
+//
+// Runs on: the analyzer's main thread.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/model/replay.h"
+
+namespace memlens::analyzer {
+
+// Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
+inline constexpr uint32_t kIndexVersion = 1;
+
+struct IndexCheckpoint {
+  uint64_t seq = 0;           // the state before the event with this sequence number
+  uint64_t prev_mark_ns = 0;  // the last time mark before it: serves snapshots at t >= this
+  uint64_t events_from_offset = 0;  // no chunk before this byte holds an event from seq on
+  uint64_t timeline_points = 0;     // how much of SnapshotIndex::timeline the state had
+  uint64_t blob_offset = 0;         // where its compressed state lies in the index file
+  uint64_t blob_size = 0;
+  uint64_t raw_size = 0;
+};
+
+// A chunk of the capture holding events of the indexed image: the smallest and largest of
+// their sequence numbers.
+struct IndexChunk {
+  uint64_t offset = 0;
+  uint64_t min_seq = 0;
+  uint64_t max_seq = 0;
+};
+
+struct SnapshotIndex {
+  std::string path;   // of the index file
+  uint64_t image = 0;  // the program image the checkpoints belong to: the capture's last
+  uint64_t peak_seq = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_blocks = 0;
+  std::vector<TimelinePoint> timeline;  // the whole capture's
+  std::vector<IndexCheckpoint> checkpoints;  // by seq
+  std::vector<IndexChunk> chunks;            // by offset
+
+  // The chunk at this offset, null when it holds no event of the indexed image.
+  const IndexChunk* ChunkAt(uint64_t offset) const;
+
+  // The latest checkpoint a replay stopping before stop_seq (a peak) or at the first time
+  // mark after `seconds` (@t) may start from; null when it must start from the beginning.
+  const IndexCheckpoint* Before(uint64_t stop_seq) const;
+  const IndexCheckpoint* BeforeTime(double seconds) const;
+};
+
+// Where the index of a capture lives: next to it, or in $XDG_CACHE_HOME/memlens (~/.cache)
+// when the capture's folder is not writable.
+std::vector<std::string> IndexPathsFor(const std::string& capture_path);
+
+// Replays the whole capture once and writes its index. Returns false with *error when the
+// capture is unreadable, or when there is no writable place for the index or the capture
+// cannot have one (events are missing from it).
+bool BuildSnapshotIndex(const std::string& capture_path, SnapshotIndex* index, std::string* error);
+
+// Returns false when there is no index for this capture or it is stale.
+bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index);
+bool ReadCheckpointState(const SnapshotIndex& index, const IndexCheckpoint& checkpoint,
+                         std::string* state);
+
+// Writes an index while the capture is replayed: checkpoint states go to a temporary file as
+// they come; Finish adds the table and moves the file into place. Without a writable place,
+// every call is a no-op and Finish returns false.
+class SnapshotIndexWriter {
+ public:
+  explicit SnapshotIndexWriter(const std::string& capture_path);
+  ~SnapshotIndexWriter();
+  SnapshotIndexWriter(const SnapshotIndexWriter&) = delete;
+  SnapshotIndexWriter& operator=(const SnapshotIndexWriter&) = delete;
+
+  bool ok() const { return file_ != nullptr; }
+  // Events to replay between two checkpoints: at least kMinSpacing, and at least four per
+  // compressed byte of the last checkpoint, so the index stays under a quarter of a byte per
+  // event (the capture takes about 3.7) while restoring a checkpoint costs no more than
+  // replaying the events up to the next. MEMLENS_INDEX_SPACING overrides the minimum (tests
+  // use small captures).
+  uint64_t spacing() const { return spacing_; }
+  void Add(uint64_t seq, std::string_view state, uint64_t timeline_points);
+  void DropCheckpoints() { checkpoints_.clear(); }  // a new program image began
+  // index: all but the checkpoints filled in, chunks included; times: the indexed image's.
+  bool Finish(SnapshotIndex* index, const std::vector<format::TimeRecord>& times);
+
+ private:
+  static constexpr uint64_t kMinSpacing = uint64_t{1} << 20;
+  std::string final_path_, temp_path_;
+  std::FILE* file_ = nullptr;
+  uint64_t offset_ = 0;
+  uint64_t spacing_ = kMinSpacing;
+  uint64_t min_spacing_ = kMinSpacing;
+  uint64_t capture_size_ = 0, capture_mtime_ns_ = 0;
+  std::vector<IndexCheckpoint> checkpoints_;
+};
+
+// Varint byte strings for the saved state.
+class StateReader {
+ public:
+  explicit StateReader(std::string_view data)
+      : p_(reinterpret_cast<const uint8_t*>(data.data())), end_(p_ + data.size()) {}
+  uint64_t Next();
+  bool ok() const { return ok_; }
+  bool AtEnd() const { return p_ == end_; }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool ok_ = true;
+};
+
+}  // namespace memlens::analyzer
