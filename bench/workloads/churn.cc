@@ -1,6 +1,6 @@
 // bench/workloads/churn.cc
 //
-// Allocation-heavy churn for the overhead benchmark (bench/run.py).
+// Allocation-heavy churn for the benchmark suite (bench/suite.py).
 //
 //   churn THREADS ITERATIONS
 //

@@ -1,4 +1,4 @@
-"""py_numpy: a numpy-heavy workload (bench/python_bench.py).
+"""py_numpy: a numpy-heavy workload (bench/suite.py).
 
 Repeatedly creates medium and large float64 arrays (1e5..1e6 elements), does arithmetic that
 creates temporaries, slices, concatenates, and loops over chunks in Python. Deterministic

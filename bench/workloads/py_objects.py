@@ -1,4 +1,4 @@
-"""py_objects: a pure-Python, pymalloc-heavy "records" pipeline (bench/python_bench.py).
+"""py_objects: a pure-Python, pymalloc-heavy "records" pipeline (bench/suite.py).
 
 Builds and drops many small objects: a class instance per record, dicts of lists of tuples,
 strings from formatting, small ints. Deterministic (fixed-seed LCG, no `random`).

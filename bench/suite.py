@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""The benchmark suite: every workload under every profiler that applies, side by side.
+
+One command regenerates docs/benchmarks.md:
+
+    python3 bench/suite.py                      # 5 rounds, the full sizes (about 25 minutes)
+    python3 bench/suite.py --quick              # 1 round, 1/10 of the work: a smoke run
+    python3 bench/suite.py --only churn_1t,black --columns memlens,heaptrack --runs 7
+
+Workloads: native allocation churn on 1 and 4 threads, deep C++ call stacks, a pure-Python
+object-heavy script, a numpy script, and black (from PyPI) formatting a module of the standard
+library. Columns: unprofiled, memlens full tracing, memlens sampled at its default rate,
+heaptrack, memray (default, and --native --trace-python-allocators), tracemalloc and Scalene,
+each where it applies. Paired runs: each round runs every column of a workload back to back
+(the order rotating from round to round), so machine noise hits all columns alike, and every
+ratio is the median over rounds of the ratio to the unprofiled run of the same round. Each
+tool's analyzer is timed on the capture of its own run in that round.
+
+A run with --only, --columns or --quick writes bench/results/benchmarks.md instead of
+docs/benchmarks.md, unless --output says otherwise. Stdlib only; see bench/README.md for what
+it needs (the setup step pip-installs the missing Python peers into the interpreter under test).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import run_with_cpu, tail, timed
+import suite_report
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"  # gitignored: binaries, the memlens copy, captures, logs
+ITERATIONS = 4_000_000  # native workloads: steps (churn) or allocations (deep_stacks)
+PY_PACKAGES = {"memray": "memray", "numpy": "numpy", "black": "black", "scalene": "scalene"}
+MEMRAY = ["-m", "memray", "run", "-q", "-f"]  # quiet, overwrite; lz4-compresses at exit
+
+# name -> kind, what it is, and how to make its command line (see workload_argv)
+WORKLOADS = {
+    "churn_1t": ("native", "4 M steps on one thread, each a free and a malloc/calloc/new of "
+                 "16..4096 bytes from call sites 5..15 frames deep (workloads/churn.cc)"),
+    "churn_4t": ("native", "the same 4 M steps split over 4 threads (workloads/churn.cc)"),
+    "deep_stacks": ("native", "4 M `new[]` made on the way down recursions 50..200 frames "
+                    "deep, each freeing the oldest of a 4096-block window "
+                    "(workloads/deep_stacks.cc)"),
+    "py_objects": ("python", "pure Python, pymalloc-heavy records pipeline, about 9 M "
+                   "allocations (workloads/py_objects.py)"),
+    "py_numpy": ("python", "numpy arrays of 1e5..1e6 float64 with temporaries, slices, "
+                 "concatenation (workloads/py_numpy.py)"),
+    "black": ("python", "black (PyPI, compiled with mypyc) printing the diff that formats "
+              "the standard library's difflib.py (2,056 lines; textwrap.py with --quick)"),
+}
+NATIVE_SOURCES = {"churn_1t": ("churn", ["1"]), "churn_4t": ("churn", ["4"]),
+                  "deep_stacks": ("deep_stacks", ["1"])}
+
+# name -> (which workload kinds it applies to, what it runs)
+COLUMNS = {
+    "unprofiled": ({"native", "python"}, "the workload alone"),
+    "memlens": ({"native", "python"}, "`memlens run -o CAPTURE --`: full tracing"),
+    "memlens sampled": ({"native", "python"}, "`memlens run --sample`: sampling at the "
+                        "default rate"),
+    "memlens baseline": ({"native", "python"}, "`memlens run` of the build given with "
+                         "--baseline-build-dir: before/after in the same rounds"),
+    "heaptrack": ({"native", "python"}, "`heaptrack -o BASE` (Debian's; records malloc & co., "
+                  "not Python's own allocator)"),
+    "memray": ({"python"}, "`python -m memray run`, default mode (does not record Python's "
+               "small-object allocator)"),
+    "memray native+py": ({"python"}, "`python -m memray run --native "
+                         "--trace-python-allocators`: the mode that records what memlens does"),
+    "tracemalloc": ({"python"}, "`python -X tracemalloc=1` (one frame, its cheapest setting)"),
+    "scalene": ({"python"}, "`python -m scalene run --memory` (PyPI; samples allocations, "
+                "profiles CPU too)"),
+}
+
+
+class Setup:
+    """What this machine has: tools, versions, the interpreter, which columns cannot run and why."""
+
+    def __init__(self, args):
+        self.args = args
+        self.py = os.path.abspath(args.python)
+        with open(self.py, "rb") as f:
+            if f.read(2) == b"#!":
+                sys.exit(f"{self.py} is a script (a pyenv shim?); pass the interpreter with "
+                         "--python")
+        self.scale = 0.1 if args.quick else 1.0
+        self.unavailable = {}  # column -> why it cannot run here
+        self.missing_workloads = {}  # workload -> why it cannot run here
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        self.memlens = snapshot_memlens(args.build_dir.resolve(), RESULTS / "memlens")
+        if not self.memlens:
+            self.unavailable["memlens"] = "not built"
+            print(f"memlens: not found in {args.build_dir}; build it (bench/README.md).")
+        self.baseline = None
+        if args.baseline_build_dir:
+            self.baseline = snapshot_memlens(args.baseline_build_dir.resolve(),
+                                             RESULTS / "memlens-baseline")
+            if not self.baseline:
+                self.unavailable["memlens baseline"] = "not built"
+        else:
+            self.unavailable["memlens baseline"] = "not asked for"
+        self.sample_options = sample_options(self.memlens) if self.memlens else None
+        if self.memlens and not self.sample_options:
+            self.unavailable["memlens sampled"] = "n/a (not built)"
+        if self.memlens is None:
+            self.unavailable.setdefault("memlens sampled", "not built")
+        if not shutil.which("heaptrack") or not shutil.which("heaptrack_print"):
+            self.unavailable["heaptrack"] = "not installed"
+        self.py_modules = self.python_modules(install=not args.no_install)
+        for column, module in (("memray", "memray"), ("memray native+py", "memray"),
+                               ("scalene", "scalene")):
+            if module not in self.py_modules:
+                self.unavailable[column] = "not installed"
+        for name, module in (("py_numpy", "numpy"), ("black", "black")):
+            if module not in self.py_modules:
+                self.missing_workloads[name] = f"{module} not installed"
+        for name, (source, _) in NATIVE_SOURCES.items():
+            if not (BENCH / "workloads" / f"{source}.cc").exists():
+                self.missing_workloads[name] = f"workloads/{source}.cc not in this tree"
+
+    def python_modules(self, install):
+        """The peers and packages importable by the interpreter under test -> their versions;
+        installs the missing ones with pip first unless told not to."""
+        def versions():
+            code = ("import importlib.metadata as m, json\nout = {}\nfor n in %r:\n try: "
+                    "out[n] = m.version(n)\n except m.PackageNotFoundError: pass\n"
+                    "print(json.dumps(out))" % list(PY_PACKAGES))
+            out = subprocess.run([self.py, "-c", code], capture_output=True, text=True).stdout
+            return json.loads(out or "{}")
+        found = versions()
+        missing = [PY_PACKAGES[m] for m in PY_PACKAGES if m not in found]
+        if missing and install:
+            print(f"setup: {self.py} -m pip install {' '.join(missing)}", flush=True)
+            subprocess.run([self.py, "-m", "pip", "install", "-q"] + missing)
+            found = versions()
+        return found
+
+    def columns_for(self, workload):
+        kind = WORKLOADS[workload][0]
+        return [c for c in self.args.columns if kind in COLUMNS[c][0]]
+
+
+def snapshot_memlens(build_dir, dest):
+    """Copies memlens, its agent and its Python hooks to DEST/{bin,lib}, so that a rebuild of
+    the build tree during the run cannot change the tool under measurement (memlens finds the
+    agent at ../lib from its executable). Returns the copied executable or None."""
+    files = [build_dir / "bin" / "memlens", build_dir / "lib" / "libmemlens.so"]
+    files += sorted((build_dir / "lib").glob("libmemlens_python*.so"))
+    if not all(os.access(f, os.R_OK) for f in files):
+        return None
+    for _ in range(5):  # retry while a build is writing the files
+        stamps = [(f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+        for f in files:
+            (dest / f.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dest / f.parent.name / f.name)
+        if stamps == [(f.stat().st_size, f.stat().st_mtime_ns) for f in files]:
+            return dest / "bin" / "memlens"
+        time.sleep(10)
+    return None
+
+
+def sample_options(memlens):
+    """The `memlens run` options that sample at the default rate, read from its --help; None
+    when this build has no sampling mode."""
+    text = subprocess.run([str(memlens), "run", "--help"], capture_output=True,
+                          text=True).stdout
+    if re.search(r"--sample\b(?!-)", text):
+        return ["--sample"]
+    default = re.search(r"--sample-rate[^\n]*(?:\n[^-\n][^\n]*)*?default[^0-9]*(\d+[KMG]?)", text)
+    return ["--sample-rate", default[1]] if default else None
+
+
+def build_native(source):
+    src, exe = BENCH / "workloads" / f"{source}.cc", RESULTS / "bin" / source
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        cmd = ["g++", "-O2", "-g", "-std=c++17", "-pthread", str(src), "-o", str(exe)]
+        print("build:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    return exe
+
+
+def workload_argv(setup, name):
+    """The workload's command: the whole command line for a native workload, the arguments
+    after the interpreter for a Python one."""
+    if name in NATIVE_SOURCES:
+        source, extra = NATIVE_SOURCES[name]
+        return [str(build_native(source))] + extra + [str(int(ITERATIONS * setup.scale))]
+    if name == "black":
+        stdlib = subprocess.run([setup.py, "-c", "import sysconfig; print(sysconfig."
+                                 "get_paths()['stdlib'])"], capture_output=True, text=True)
+        module = "textwrap.py" if setup.args.quick else "difflib.py"
+        # A copy without the .py suffix: Scalene takes the first *.py argument for the script
+        # to run. Black formats a file named on its command line whatever its suffix.
+        source = RESULTS / f"{module}.txt"
+        shutil.copyfile(Path(stdlib.stdout.strip()) / module, source)
+        black = Path(setup.py).parent / "black"  # the console script pip installed
+        # --diff: prints the change and never reads or writes black's cache
+        return [str(black), "--diff", "--quiet", str(source)]
+    return [str(BENCH / "workloads" / f"{name}.py"), str(setup.scale)]
+
+
+def output_token(name, text):
+    """What the workload printed that every column must reproduce, and the events it counted
+    itself (native workloads only); None when it did not finish."""
+    if name in NATIVE_SOURCES:
+        found = re.search(r"allocs=(\d+) frees=(\d+) events=(\d+) vmhwm_kib=(\d+)", text)
+        return (f"allocs={found[1]} frees={found[2]}", int(found[3])) if found else None
+    if name == "black":  # the diff; its header lines carry timestamps, so count lines
+        lines = re.findall(r"^[-+@].*$", text, re.M)
+        return (f"diff lines={len(lines)}", None) if lines else None
+    found = re.search(r"checksum=(\S+)", text)
+    return (found[1], None) if found else None
+
+
+def command(setup, column, name, argv, capture):
+    """The command line of workload NAME under COLUMN, writing its capture to CAPTURE."""
+    native = name in NATIVE_SOURCES
+    target = argv if native else [setup.py] + argv
+    if column == "unprofiled":
+        return target
+    if column in ("memlens", "memlens sampled", "memlens baseline"):
+        memlens = setup.baseline if column == "memlens baseline" else setup.memlens
+        options = setup.sample_options if column == "memlens sampled" else []
+        return [str(memlens), "run", "-o", str(capture)] + options + ["--"] + target
+    if column == "heaptrack":
+        return ["heaptrack", "-o", str(capture)] + target
+    if column == "memray":
+        return [setup.py] + MEMRAY + ["-o", str(capture)] + argv
+    if column == "memray native+py":
+        return [setup.py] + MEMRAY + ["--native", "--trace-python-allocators",
+                                      "-o", str(capture)] + argv
+    if column == "tracemalloc":
+        return [setup.py, "-X", "tracemalloc=1"] + argv
+    if column == "scalene":  # program arguments go after ---; it insists on .json
+        return [setup.py, "-m", "scalene", "run", "--memory", "-o", f"{capture}.json", argv[0],
+                "---"] + argv[1:]
+    raise ValueError(column)
+
+
+def describe_exit(rc):
+    if rc < 0 or rc > 128:
+        number = -rc if rc < 0 else rc - 128
+        try:
+            return f"crashed ({signal.Signals(number).name})"
+        except ValueError:
+            return f"killed (signal {number})"
+    return f"failed (exit {rc})"
+
+
+def analyze(setup, column, capture, log_text):
+    """Times the column's analyzer on CAPTURE; returns a dict of what it measured."""
+    r = {}
+    if column == "heaptrack":  # Debian's 1.4 writes BASE.zst (or .gz); it says where
+        where = re.search(r'heaptrack output will be written to "(.+?)"', log_text)
+        capture = Path(where[1]) if where else capture
+    if not capture.exists():
+        return {"analyze_error": "no capture"}
+    r["size"] = capture.stat().st_size
+    if column.startswith("memlens"):
+        memlens = str(setup.baseline if column == "memlens baseline" else setup.memlens)
+        rc, r["analyze"], out, err = timed([memlens, "summary", str(capture)])
+        try:
+            totals = json.loads(timed([memlens, "summary", "--json", str(capture)])[2])["totals"]
+            r["events"], r["allocs"] = totals["events"], totals["allocations"]
+        except (ValueError, KeyError, TypeError):
+            pass
+    elif column == "heaptrack":
+        rc, r["analyze"], out, err = timed(["heaptrack_print", str(capture)])
+        seen = re.search(r"calls to allocation functions: (\d+)", out)
+        r["allocs"] = int(seen[1]) if seen else None
+    elif column.startswith("memray"):
+        rc, r["analyze"], out, err = timed([setup.py, "-m", "memray", "stats", str(capture)])
+        seen = re.search(r"Total allocations:\s+(\d+)", out)
+        r["allocs"] = int(seen[1]) if seen else None
+    if rc != 0:
+        r["analyze_error"] = f"{describe_exit(rc)}: {tail(err + out)}"
+        r.pop("analyze")
+    else:
+        capture.unlink()  # on failure, keep it to look at
+    return r
+
+
+def one_run(setup, column, name, argv, rnd):
+    """Runs workload NAME under COLUMN once; returns a dict of measurements or {"error": ...}."""
+    slug = re.sub(r"[^a-z0-9]+", "_", column)
+    log = RESULTS / f"{name}.{slug}.log"
+    capture = RESULTS / f"{name}.{slug}.{rnd}.capture"  # heaptrack and Scalene add suffixes
+    for old in RESULTS.glob(f"{capture.name}*"):
+        old.unlink()
+    rc, wall, cpu, rss = run_with_cpu(command(setup, column, name, argv, capture), log)
+    text = log.read_text(errors="replace")
+    token = output_token(name, text)
+    if rc != 0 or token is None:
+        for leftover in RESULTS.glob(f"{capture.name}*"):
+            leftover.unlink()
+        why = describe_exit(rc) if rc != 0 else "no result line"
+        return {"error": why, "detail": tail(text)}
+    r = {"wall": wall, "cpu": cpu, "rss": rss / 1024, "token": token[0]}
+    if token[1] is not None:
+        r["program_events"] = token[1]
+    if column in ("unprofiled", "tracemalloc", "scalene"):  # Scalene: a profile, no events
+        for leftover in RESULTS.glob(f"{capture.name}*"):
+            leftover.unlink()
+    else:
+        r.update(analyze(setup, column, capture, text))
+    return r
+
+
+def measure(setup, names):
+    """All rounds: results[workload][column] is a list with one dict per round."""
+    argvs = {n: workload_argv(setup, n) for n in names}
+    results = {n: {c: [] for c in setup.columns_for(n)} for n in names}
+    for n in names:  # one unmeasured warm-up each: page cache, CPU frequency
+        target = argvs[n] if n in NATIVE_SOURCES else [setup.py] + argvs[n]
+        run_with_cpu(target, RESULTS / f"{n}.warmup.log")
+    for rnd in range(setup.args.runs):
+        for n in names:
+            columns = [c for c in results[n] if c not in setup.unavailable]
+            shift = rnd % len(columns)
+            for column in columns[shift:] + columns[:shift]:
+                r = one_run(setup, column, n, argvs[n], rnd)
+                results[n][column].append(r)
+                shown = (f"{r['error']}: {r['detail']}" if "error" in r else
+                         f"{r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU" +
+                         (f", analysis {r['analyze']:.2f} s" if "analyze" in r else "") +
+                         (f", analysis {r['analyze_error']}" if "analyze_error" in r else ""))
+                print(f"[{rnd + 1}/{setup.args.runs}] {n:11} {column:17} {shown}", flush=True)
+            base = results[n]["unprofiled"][-1].get("token")
+            for column in columns:  # a column that computed something else did not work
+                r = results[n][column][-1]
+                if base and r.get("token") not in (None, base):
+                    results[n][column][-1] = {"error": "wrong output",
+                                              "detail": f"{r['token']} != {base}"}
+    return results
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, help="rounds (default 5, --quick 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 1 round, 1/10 of the work (a smaller file for black)")
+    p.add_argument("--only", help="comma-separated workloads: " + ",".join(WORKLOADS))
+    p.add_argument("--columns", help="comma-separated columns besides unprofiled: " +
+                   ",".join(c for c in COLUMNS if c != "unprofiled"))
+    p.add_argument("--build-dir", type=Path, default=ROOT / "build",
+                   help="the memlens CMake build directory (default: build)")
+    p.add_argument("--baseline-build-dir", type=Path,
+                   help="a second memlens build (e.g. of main) measured as column 'memlens "
+                        "baseline' in the same rounds: before/after side by side")
+    p.add_argument("--python", default=sys.executable,
+                   help="the interpreter of the Python workloads (default: this one)")
+    p.add_argument("--no-install", action="store_true",
+                   help="do not pip-install missing Python peers (their columns say so)")
+    p.add_argument("--output", type=Path, help="the Markdown file to write (default: "
+                   "docs/benchmarks.md, or bench/results/benchmarks.md for a partial run)")
+    args = p.parse_args()
+    args.runs = args.runs or (1 if args.quick else 5)
+    names = args.only.split(",") if args.only else list(WORKLOADS)
+    columns = args.columns.split(",") if args.columns else [c for c in COLUMNS]
+    for bad in [n for n in names if n not in WORKLOADS] + [c for c in columns
+                                                          if c not in COLUMNS]:
+        p.error(f"unknown workload or column '{bad}'")
+    partial = args.only or args.columns or args.quick
+    if not args.baseline_build_dir and not args.columns:
+        columns.remove("memlens baseline")  # a column only when asked for
+    args.columns = ["unprofiled"] + [c for c in COLUMNS if c in columns and c != "unprofiled"]
+    output = args.output or (RESULTS / "benchmarks.md" if partial else
+                             ROOT / "docs" / "benchmarks.md")
+
+    setup = Setup(args)
+    runnable = [n for n in names if n not in setup.missing_workloads]
+    started = time.time()
+    load_before = os.getloadavg()[0]
+    results = measure(setup, runnable)
+    text = suite_report.render(setup, names, results, {
+        "command": " ".join(["python3", "bench/suite.py"] + sys.argv[1:]),
+        "minutes": (time.time() - started) / 60, "load": (load_before, os.getloadavg()[0]),
+        "root": ROOT, "workloads": WORKLOADS, "columns": COLUMNS})
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    print("\n" + text + f"\nwritten to {output}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
