@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"  # gitignored: binaries, the memlens copy, captures, logs
 ITERATIONS = 4_000_000  # native workloads: steps (churn) or allocations (deep_stacks)
-PY_PACKAGES = {"memray": "memray", "numpy": "numpy", "black": "black", "scalene": "scalene"}
+PY_PACKAGES = ["memray", "numpy", "black", "scalene"]  # PyPI names, also their module names
 MEMRAY = ["-m", "memray", "run", "-q", "-f"]  # quiet, overwrite; lz4-compresses at exit
 
-# name -> kind, what it is, and how to make its command line (see workload_argv)
+# name -> (kind, what it is); workload_argv makes the command line
 WORKLOADS = {
     "churn_1t": ("native", "4 M steps on one thread, each a free and a malloc/calloc/new of "
                  "16..4096 bytes from call sites 5..15 frames deep (workloads/churn.cc)"),
@@ -49,6 +49,9 @@ WORKLOADS = {
     "deep_stacks": ("native", "4 M `new[]` made on the way down recursions 50..200 frames "
                     "deep, each freeing the oldest of a 4096-block window "
                     "(workloads/deep_stacks.cc)"),
+    "many_stacks": ("native", "2 M mallocs at the bottom of 18-deep recursions whose path "
+                    "gives 100,000 distinct stacks, the live set growing then shrinking "
+                    "(workloads/many_stacks.c, `cc -O0 -fno-omit-frame-pointer -fno-inline`)"),
     "py_objects": ("python", "pure Python, pymalloc-heavy records pipeline, about 9 M "
                    "allocations (workloads/py_objects.py)"),
     "py_numpy": ("python", "numpy arrays of 1e5..1e6 float64 with temporaries, slices, "
@@ -56,8 +59,11 @@ WORKLOADS = {
     "black": ("python", "black (PyPI, compiled with mypyc) printing the diff that formats "
               "the standard library's difflib.py (2,056 lines; textwrap.py with --quick)"),
 }
-NATIVE_SOURCES = {"churn_1t": ("churn", ["1"]), "churn_4t": ("churn", ["4"]),
-                  "deep_stacks": ("deep_stacks", ["1"])}
+# native workload -> (source in bench/workloads, arguments before the count, count at full size)
+NATIVE_SOURCES = {"churn_1t": ("churn.cc", ["1"], ITERATIONS),
+                  "churn_4t": ("churn.cc", ["4"], ITERATIONS),
+                  "deep_stacks": ("deep_stacks.cc", ["1"], ITERATIONS),
+                  "many_stacks": ("many_stacks.c", ["100000"], ITERATIONS // 2)}
 
 # name -> (which workload kinds it applies to, what it runs)
 COLUMNS = {
@@ -106,10 +112,8 @@ class Setup:
         else:
             self.unavailable["memlens baseline"] = "not asked for"
         self.sample_options = sample_options(self.memlens) if self.memlens else None
-        if self.memlens and not self.sample_options:
+        if not self.sample_options:
             self.unavailable["memlens sampled"] = "n/a (not built)"
-        if self.memlens is None:
-            self.unavailable.setdefault("memlens sampled", "not built")
         if not shutil.which("heaptrack") or not shutil.which("heaptrack_print"):
             self.unavailable["heaptrack"] = "not installed"
         self.py_modules = self.python_modules(install=not args.no_install)
@@ -120,9 +124,9 @@ class Setup:
         for name, module in (("py_numpy", "numpy"), ("black", "black")):
             if module not in self.py_modules:
                 self.missing_workloads[name] = f"{module} not installed"
-        for name, (source, _) in NATIVE_SOURCES.items():
-            if not (BENCH / "workloads" / f"{source}.cc").exists():
-                self.missing_workloads[name] = f"workloads/{source}.cc not in this tree"
+        for name, (source, _, _) in NATIVE_SOURCES.items():
+            if not (BENCH / "workloads" / source).exists():
+                self.missing_workloads[name] = f"workloads/{source} not in this tree"
 
     def python_modules(self, install):
         """The peers and packages importable by the interpreter under test -> their versions;
@@ -130,11 +134,11 @@ class Setup:
         def versions():
             code = ("import importlib.metadata as m, json\nout = {}\nfor n in %r:\n try: "
                     "out[n] = m.version(n)\n except m.PackageNotFoundError: pass\n"
-                    "print(json.dumps(out))" % list(PY_PACKAGES))
+                    "print(json.dumps(out))" % PY_PACKAGES)
             out = subprocess.run([self.py, "-c", code], capture_output=True, text=True).stdout
             return json.loads(out or "{}")
         found = versions()
-        missing = [PY_PACKAGES[m] for m in PY_PACKAGES if m not in found]
+        missing = [m for m in PY_PACKAGES if m not in found]
         if missing and install:
             print(f"setup: {self.py} -m pip install {' '.join(missing)}", flush=True)
             subprocess.run([self.py, "-m", "pip", "install", "-q"] + missing)
@@ -177,10 +181,16 @@ def sample_options(memlens):
 
 
 def build_native(source):
-    src, exe = BENCH / "workloads" / f"{source}.cc", RESULTS / "bin" / source
+    """Builds bench/workloads/SOURCE (a name without suffix is a .cc) unless up to date."""
+    src = BENCH / "workloads" / (source if "." in source else f"{source}.cc")
+    exe = RESULTS / "bin" / src.stem
     if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
         exe.parent.mkdir(parents=True, exist_ok=True)
-        cmd = ["g++", "-O2", "-g", "-std=c++17", "-pthread", str(src), "-o", str(exe)]
+        if src.suffix == ".c":  # keep every call a frame: the stacks are the point
+            cmd = ["cc", "-O0", "-g", "-fno-omit-frame-pointer", "-fno-inline"]
+        else:
+            cmd = ["g++", "-O2", "-g", "-std=c++17", "-pthread"]
+        cmd += [str(src), "-o", str(exe)]
         print("build:", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
     return exe
@@ -190,8 +200,8 @@ def workload_argv(setup, name):
     """The workload's command: the whole command line for a native workload, the arguments
     after the interpreter for a Python one."""
     if name in NATIVE_SOURCES:
-        source, extra = NATIVE_SOURCES[name]
-        return [str(build_native(source))] + extra + [str(int(ITERATIONS * setup.scale))]
+        source, extra, count = NATIVE_SOURCES[name]
+        return [str(build_native(source))] + extra + [str(int(count * setup.scale))]
     if name == "black":
         stdlib = subprocess.run([setup.py, "-c", "import sysconfig; print(sysconfig."
                                  "get_paths()['stdlib'])"], capture_output=True, text=True)
@@ -254,6 +264,14 @@ def describe_exit(rc):
     return f"failed (exit {rc})"
 
 
+def first_error(text):
+    """The first line that says why a run died (a helper process's C++ exception, a fault),
+    which the tool's own closing words would otherwise hide."""
+    found = re.search(r"^.*(what\(\)|terminate called|Segmentation fault|Aborted|Traceback|"
+                      r"[Ee]rror).*$", text, re.M)
+    return found[0] if found else None
+
+
 def analyze(setup, column, capture, log_text):
     """Times the column's analyzer on CAPTURE; returns a dict of what it measured."""
     r = {}
@@ -301,7 +319,7 @@ def one_run(setup, column, name, argv, rnd):
         for leftover in RESULTS.glob(f"{capture.name}*"):
             leftover.unlink()
         why = describe_exit(rc) if rc != 0 else "no result line"
-        return {"error": why, "detail": tail(text)}
+        return {"error": why, "detail": tail(first_error(text) or text)}
     r = {"wall": wall, "cpu": cpu, "rss": rss / 1024, "token": token[0]}
     if token[1] is not None:
         r["program_events"] = token[1]

@@ -33,6 +33,8 @@ class Cells:
     def __init__(self, setup, name, native, by_column):
         self.setup, self.name, self.native, self.by = setup, name, native, by_column
         self.base = by_column.get("unprofiled", [])
+        missing = setup.missing_workloads.get(name)
+        self.label = f"{name} (**{missing}**)" if missing else name
 
     def ok(self, column):
         return [r for r in self.by.get(column, []) if "error" not in r]
@@ -101,7 +103,7 @@ def metric_table(all_cells, columns, title, note, cell, first=None):
     header = ["workload"] + ([first[0]] if first else []) + columns
     rows = []
     for c in all_cells:
-        row = [c.name] + ([first[1](c)] if first else [])
+        row = [c.label] + ([first[1](c)] if first else [])
         for column in columns:
             why = c.why_not(column)
             row.append(why if why else cell(c, column) + c.suffix(column))
@@ -126,8 +128,8 @@ def analysis_table(all_cells, columns):
             return shown + (f" (**{errors[0]}**)" if errors else "")
         events, summary = c.events(), c.value("memlens", "analyze")
         rate = events / summary / 1e6 if events and summary else None
-        rows.append([c.name, millions(events), seconds("memlens"),
-                     fmt(rate, ".1f"), seconds("heaptrack"), fmt(c.analysis_ratio(), ".1f"),
+        rows.append([c.label, millions(events), seconds("memlens"),
+                     fmt(rate, ".1f"), seconds("heaptrack"), fmt(c.analysis_ratio()),
                      seconds("memray"), seconds("memray native+py"),
                      seconds("memlens sampled")])
     return table("Analysis time", "Median seconds of each tool's analyzer on the capture of its "
@@ -229,7 +231,8 @@ def header(setup, info):
     commit = first_line(["git", "-C", str(info["root"]), "describe", "--always", "--dirty"])
     modules = ", ".join(f"{m} {v}" for m, v in sorted(setup.py_modules.items()))
     memlens = first_line([str(setup.memlens), "--version"]) if setup.memlens else "not built"
-    sampled = " ".join(setup.sample_options or []) or "n/a"
+    sampled = (f"sampled column `memlens run {' '.join(setup.sample_options)}`"
+               if setup.sample_options else "no sampling mode in this build")
     scale = "1/10 of the full sizes (--quick)" if setup.args.quick else "full sizes"
     return f"""# Benchmarks
 
@@ -240,7 +243,7 @@ bench/README.md says what it needs.
 Machine: {len(os.sched_getaffinity(0))} CPUs (nproc), {cpu}, Linux {platform.release()}; load
 average {info['load'][0]:.1f} at the start and {info['load'][1]:.1f} at the end (a shared
 machine: read the ratios, not the seconds). Versions: memlens {memlens} (commit {commit},
-sampled column `memlens run {sampled}`); {first_line(['heaptrack', '--version'])};
+{sampled}); {first_line(['heaptrack', '--version'])};
 Python {first_line([setup.py, '--version']).split()[-1]} (`{setup.py}`) with {modules};
 {first_line(['g++', '--version'])}.
 
@@ -309,7 +312,7 @@ def render(setup, names, results, info):
                               ("events", lambda c: millions(c.events()))))
     parts.append(analysis_table(all_cells, shown))
     parts.append(metric_table(all_cells, capturing, "Allocations recorded",
-                              "Median over rounds; sampled modes record a fraction.",
+                              "Median over rounds; for the sampled column, memlens's estimate from its samples.",
                               lambda c, col: fmt(c.value(col, "allocs"), ",.0f")))
     parts.append(bars(all_cells, setup))
     parts.append(failures(all_cells))

@@ -1,4 +1,5 @@
-// bench/workloads/many_stacks.c: many distinct call stacks, for bench/report_bench.py.
+// bench/workloads/many_stacks.c: many distinct call stacks, for bench/report_bench.py and
+// the suite (bench/suite.py; Debian's heaptrack 1.4 does not survive it).
 //
 // usage: many_stacks PATHS ALLOCATIONS
 // Each allocation is made at the bottom of a recursion 18 calls deep whose path is chosen by
@@ -7,9 +8,15 @@
 // freed later but the last 5%), so the capture holds about 2 x ALLOCATIONS events. The live
 // set grows for the first half of the run and shrinks after it, so the timeline has a shape.
 // Build without optimisation of the call structure: -O0 -fno-omit-frame-pointer -fno-inline.
+//
+// At exit it prints to stderr the exact number of allocation and free calls it made itself and
+// its own peak RSS ("allocs=N frees=N events=N vmhwm_kib=N"), like churn.cc.
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 enum { kDepth = 18 };
 
@@ -25,6 +32,16 @@ static void* Step(int depth, uint32_t path, uint32_t bits, size_t size) {
   return Step(depth - 1, path, bits >> 1, size);                     // the other
 }
 
+static long PeakRssKib(void) {  // VmHWM, read with plain read(2): no stdio buffer allocated
+  char text[4096] = {0};
+  int fd = open("/proc/self/status", O_RDONLY);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  const char* line = n > 0 ? strstr(text, "VmHWM:") : NULL;
+  return line ? atol(line + 6) : -1;
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: many_stacks PATHS ALLOCATIONS\n");
@@ -35,7 +52,7 @@ int main(int argc, char** argv) {
   if (paths == 0 || paths > (1u << kDepth)) return 2;
   uint64_t window = allocations / 20 + 1;  // live blocks at most
   void** ring = calloc(window, sizeof(void*));
-  uint64_t rng = 88172645463325252ull, held = 0;
+  uint64_t rng = 88172645463325252ull, held = 0, frees = 0;
   for (uint64_t i = 0; i < allocations; ++i) {
     rng ^= rng << 13;
     rng ^= rng >> 7;
@@ -50,6 +67,7 @@ int main(int argc, char** argv) {
       free(ring[slot]);
       ring[slot] = NULL;
       --held;
+      ++frees;
     }
     void* block = Step(kDepth, path, path, size);  // one call site: PATHS stacks in all
     if (held < want || i >= allocations - allocations / 20) {
@@ -57,9 +75,14 @@ int main(int argc, char** argv) {
       ++held;
     } else {
       free(block);  // made and dropped at once
+      ++frees;
     }
   }
   printf("%llu allocations over %u paths, %llu blocks left\n", (unsigned long long)allocations,
          paths, (unsigned long long)held);
+  uint64_t allocs = allocations + 1;  // and the ring
+  fprintf(stderr, "allocs=%llu frees=%llu events=%llu vmhwm_kib=%ld\n",
+          (unsigned long long)allocs, (unsigned long long)frees,
+          (unsigned long long)(allocs + frees), PeakRssKib());
   return 0;
 }
