@@ -7,9 +7,9 @@ One command regenerates docs/benchmarks.md:
     python3 bench/suite.py --quick              # 1 round, 1/10 of the work: a smoke run
     python3 bench/suite.py --only churn_1t,black --columns memlens,heaptrack --runs 7
 
-Workloads: native allocation churn on 1 and 4 threads, deep C++ call stacks, a pure-Python
-object-heavy script, a numpy script, and black (from PyPI) formatting a module of the standard
-library. Columns: unprofiled, memlens full tracing, memlens sampled at its default rate,
+Workloads: native allocation churn on 1 and 4 threads, deep C++ call stacks, 100,000 distinct
+call stacks, a pure-Python object-heavy script, a numpy script, and black (from PyPI) formatting
+a module of the standard library. Columns: unprofiled, memlens full tracing, memlens sampled at its default rate,
 heaptrack, memray (default, and --native --trace-python-allocators), tracemalloc and Scalene,
 each where it applies. Paired runs: each round runs every column of a workload back to back
 (the order rotating from round to round), so machine noise hits all columns alike, and every
