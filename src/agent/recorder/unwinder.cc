@@ -154,6 +154,8 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
   uint32_t match_at = 0;
   out->kept = 0;
   out->truncated = false;
+  uint64_t rule_ip = 0;
+  FrameRule rule;
   for (;;) {
     if (own) own = IsOwnCode(ip);
     if (!own) {
@@ -183,7 +185,10 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
       s->fresh_sp[n] = sp;
       ++n;
     }
-    FrameRule rule = s->RuleFor(ip);
+    if (ip != rule_ip) {  // recursion repeats one return address: skip the cache lookup
+      rule = s->RuleFor(ip);
+      rule_ip = ip;
+    }
     if (rule.kind == FrameRule::kOutermost) break;
     uint64_t cfa = (rule.cfa_from_rbp ? rbp : sp) + static_cast<int64_t>(rule.cfa_offset);
     if (rule.kind != FrameRule::kNormal || cfa <= sp || cfa - sp > kMaxFrameBytes) {
