@@ -27,6 +27,7 @@ ITERATIONS = 4_000_000  # steps per workload (each step: one free + one allocati
 WORKLOADS = {  # name -> (source, args before the iteration count)
     "churn_1t": ("churn", ["1"]),
     "churn_4t": ("churn", ["4"]),
+    "deep_stacks": ("deep_stacks", ["1"]),
 }
 TOOLS = ["unprofiled", "memlens", "heaptrack"]
 
@@ -45,7 +46,8 @@ def one_run(tool, name, cmd, memlens, rep):
     """Runs cmd under tool; returns a dict of measurements, or {"error": ...}."""
     log = RESULTS / f"{name}.{tool}.log"
     base = RESULTS / f"{name}.{tool}.{rep}"
-    if tool == "memlens":
+    memlens = memlens.get(tool)  # the build this column measures (memlens, memlens-baseline)
+    if memlens:
         capture = Path(f"{base}.mlens")
         cmd = [str(memlens), "run", "-o", str(capture), "--"] + cmd
     elif tool == "heaptrack":
@@ -164,6 +166,9 @@ def main():
     p.add_argument("--quick", action="store_true", help="smoke run: 1 repetition, 1/10 of the work")
     p.add_argument("--only", choices=sorted(WORKLOADS), help="run one workload")
     p.add_argument("--build-dir", type=Path, default=ROOT / "build", help="memlens CMake build dir")
+    p.add_argument("--baseline-build-dir", type=Path,
+                   help="a second memlens build (e.g. of the main branch) measured as column "
+                        "'memlens-baseline' in the same runs: before/after side by side")
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 5)
     iterations = ITERATIONS // 10 if args.quick else ITERATIONS
@@ -174,6 +179,12 @@ def main():
 
     skipped = {}
     memlens = args.build_dir.resolve() / "bin" / "memlens"
+    builds = {"memlens": memlens}
+    if args.baseline_build_dir:
+        builds["memlens-baseline"] = args.baseline_build_dir.resolve() / "bin" / "memlens"
+        TOOLS.insert(2, "memlens-baseline")
+        if not os.access(builds["memlens-baseline"], os.X_OK):
+            skipped["memlens-baseline"] = "not built"
     if not os.access(memlens, os.X_OK):
         skipped["memlens"] = "not built"
         print(f"memlens: {memlens} not found; build it with `cmake -S {ROOT} -B {args.build_dir} "
@@ -190,7 +201,7 @@ def main():
         for n in names:
             order = tools[rep % len(tools):] + tools[:rep % len(tools)]
             for tool in order:
-                r = one_run(tool, n, commands[n], memlens, rep)
+                r = one_run(tool, n, commands[n], builds, rep)
                 results[n][tool].append(r)
                 summary = r.get("error") or f"{r['wall']:.3f} s" + (
                     f", analyzer {r['analyze']:.3f} s" if "analyze" in r else "")
