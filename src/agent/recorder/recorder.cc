@@ -143,7 +143,11 @@ void InitializeRecorder() {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
-void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+namespace {
+
+// An event with the caller's stack; `annotation`, when given, goes first (raw_event.h).
+void RecordWithStack(format::EventKind kind, const void* address, size_t size,
+                     const uint64_t* annotation) {
   // Python frames first, before the ring holds an open reservation: reading them may allocate
   // (a new code object's name), and a pymalloc arena taken then is recorded at once.
   int python = ReadPythonFrames(t_python_frames, kMaxPythonFrames);
@@ -158,13 +162,25 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   event->size = size;
   event->kind = static_cast<uint8_t>(kind);
   auto* frames = reinterpret_cast<uint64_t*>(event + 1);
+  if (annotation) *frames++ = *annotation;
   int native = CaptureStack(frames, &event->truncated);
   // The thread's Python frames follow the native ones; the writer merges the two.
   if (python) std::memcpy(frames + native, t_python_frames, python * sizeof(uint64_t));
   event->frame_count = static_cast<uint16_t>(native);
-  event->record_size =
-      static_cast<uint32_t>(sizeof(RawEvent) + (native + python) * sizeof(uint64_t));
+  event->record_size = static_cast<uint32_t>(sizeof(RawEvent) + (annotation ? 8 : 0) +
+                                             (native + python) * sizeof(uint64_t));
   Publish(buffer, event);
+}
+
+}  // namespace
+
+void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  RecordWithStack(kind, address, size, nullptr);
+}
+
+void RecordAnnotated(format::EventKind kind, const void* address, size_t size,
+                     uint64_t annotation) {
+  RecordWithStack(kind, address, size, &annotation);
 }
 
 void RecordRelease(format::EventKind kind, const void* address, size_t size) {

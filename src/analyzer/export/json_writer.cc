@@ -185,6 +185,7 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   json->Field("label", p.SnapshotLabel());
   json->Field("time_s", p.snapshot_seconds);
   json->EndObject();
+  json->Field("heap", p.HeapDisplayName());  // the heap the figures describe (--heap)
   json->Key("warnings");
   json->BeginArray();
   for (const auto& w : p.warnings) json->String(w);
