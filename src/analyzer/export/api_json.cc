@@ -45,7 +45,10 @@ void WriteCustomHeapsJson(JsonWriter* json, const Profile& p, StackResolver* res
     json->Field("heap", a.heap);
     json->Field("address", a.address);
     json->Field("time_s", p.SecondsAt(a.seq));
-    WriteStack(json, "stack", resolver->Frames(a.stack));
+    Stack stack = resolver->Frames(a.stack);
+    json->Key("site");  // where it happened: the first frame past memlens's own
+    WriteFrame(json, stack.empty() ? SourceFrame{} : *stack[StackResolver::SiteIndex(stack)]);
+    WriteStack(json, "stack", stack);
     json->EndObject();
   }
   json->EndArray();
