@@ -17,6 +17,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <new>
+#include <vector>
 
 #include "memlens/memlens.h"
 
@@ -93,6 +94,13 @@ int main() {
   Foo* foos[12];
   for (int i = 0; i < 12; ++i) foos[i] = pool.New(i);
   for (int i : {3, 7, 11}) pool.Delete(foos[i]);
+  // A standard container whose blocks go to a heap of their own, typed with its element type.
+  memlens::Heap index_heap("FooIndex");
+  std::vector<Foo*, memlens::HeapAllocator<Foo*>> index{memlens::HeapAllocator<Foo*>(index_heap)};
+  index.reserve(16);  // one 128-byte block
+  for (int i = 0; i < 12; ++i) {
+    if (i % 4 != 3) index.push_back(foos[i]);  // the nine still in the pool
+  }
   memlens_take_snapshot("nine-foos");  // FooHeap: 9 Foos, 576 bytes
 
   ScratchArena arena(4096);  // one 4,096-byte block from malloc
@@ -103,7 +111,7 @@ int main() {
     arena.Rewind();
   }
   long sum = 0;
-  for (int i = 0; i < 12; ++i) sum += (i == 3 || i == 7 || i == 11) ? 0 : foos[i]->id;
-  std::printf("done %ld\n", sum);
+  for (Foo* foo : index) sum += foo->id;
+  std::printf("done %ld %zu\n", sum, index.size());
   return 0;
 }

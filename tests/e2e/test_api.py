@@ -59,7 +59,7 @@ def game(tmp_path_factory):
 
 def test_pool_runs_the_same_without_memlens(pool):
     alone = subprocess.run([str(EXAMPLES / "foo_pool")], capture_output=True, text=True, timeout=60)
-    assert alone.returncode == 0 and alone.stdout == pool.proc.stdout == "done 45\n"
+    assert alone.returncode == 0 and alone.stdout == pool.proc.stdout == "done 45 9\n"
 
 
 def test_pool_heap_figures_at_its_snapshot(pool):
@@ -71,7 +71,7 @@ def test_pool_heap_figures_at_its_snapshot(pool):
     # Its backing memory: the pool's one block, counted by the system heap, not by FooHeap.
     assert (foo["backing_blocks"], foo["backing_bytes"]) == (1, 16 * 64)
     assert not foo["destroyed"]
-    assert [h["name"] for h in data["custom_heaps"]] == ["FooHeap"]  # the arena comes later
+    assert [h["name"] for h in data["custom_heaps"]] == ["FooHeap", "FooIndex"]  # no arena yet
     assert data["capture"]["heap"] == "system"
 
 
@@ -83,7 +83,7 @@ def test_pool_totals_never_count_a_block_twice(pool):
     assert not any(r["site"]["function"].startswith("FooPool::New") for r in system["rows"])
     by_heap = analyze(pool, "@snapshot:nine-foos", "top", "--by", "heap")
     rows = {r["heap"]: r for r in by_heap["rows"]}
-    assert set(rows) == {"system", "FooHeap"}
+    assert set(rows) == {"system", "FooHeap", "FooIndex"}
     assert (rows["FooHeap"]["leaked_bytes"], rows["FooHeap"]["leaked_blocks"]) == (576, 9)
     assert rows["FooHeap"]["peak_bytes"] == 768
     summary = analyze(pool, "@snapshot:nine-foos", "summary")
@@ -102,6 +102,21 @@ def test_pool_by_type_and_line_in_its_heap(pool):
     assert (leaks["leaked_bytes"], leaks["leaked_blocks"]) == (576, 9)
     functions = [f["function"] for f in leaks["leaks"][0]["stack"]]
     assert functions[:2] == ["[heap FooHeap]", "[type Foo]"] and "main" in functions
+    # Inside the pool: slots 0..10 handed out, 3 and 7 back on the free list (11 is the last).
+    layout = analyze(pool, "@snapshot:nine-foos", "map", "--heap", "FooHeap")
+    assert [(r["blocks"], r["in_use_bytes"], r["span_bytes"], r["largest_gap"])
+            for r in layout["regions"]] == [(9, 576, 11 * 64, 64)]
+
+
+def test_container_allocator_reports_to_its_heap(pool):
+    """memlens::HeapAllocator: the vector's one 128-byte block, typed with its element type."""
+    by_type = analyze(pool, "@snapshot:nine-foos", "top", "--heap", "FooIndex", "--by", "type")
+    assert [(r["type"], r["allocations"], r["leaked_bytes"]) for r in by_type["rows"]] == \
+        [("Foo*", 1, 128)]
+    index = heap_figures(analyze(pool, "@snapshot:nine-foos", "summary"), "FooIndex")
+    assert (index["backing_blocks"], index["backing_bytes"]) == (1, 128)  # operator new's block
+    by_line = analyze(pool, "@snapshot:nine-foos", "top", "--heap", "FooIndex", "--by", "line")
+    assert [r["site"]["function"] for r in by_line["rows"]] == ["main"]  # past memlens.h
 
 
 def test_arena_reset_releases_every_block(pool):
@@ -194,7 +209,7 @@ def test_unknown_heap_is_refused(pool, game):
     out = memlens("top", pool.capture, "--heap", "BarHeap")
     assert out.returncode == 2
     assert out.stderr == ("memlens: --heap BarHeap: no custom heap of that name in this capture "
-                          "(its heaps: 'FooHeap', 'ScratchArena'; the system heap is the default)\n")
+                          "(its heaps: 'FooHeap', 'FooIndex', 'ScratchArena'; the system heap is the default)\n")
     out = memlens("summary", game.capture, "--heap", "FooHeap")
     assert out.returncode == 2 and "it has none" in out.stderr
 

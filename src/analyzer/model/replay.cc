@@ -559,6 +559,9 @@ void Replayer::MapAddressSpace() {
   };
   std::vector<Block> blocks;
   heap_.ForEach([&](uint64_t a, const LiveBlock& b) { blocks.push_back({a, b.size, b.stack, false}); });
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
+    if (selected_heaps_.count(heap)) blocks.push_back({a, b.size, b.stack, false});
+  });
   for (const auto& [start, region] : mappings_) blocks.push_back({start, region.end - start, region.stack, true});
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
   std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
