@@ -23,6 +23,7 @@ inline constexpr int kExitBadInput = 2;
 struct FilterOptions {
   std::vector<std::string> include, exclude;
   uint64_t thread = 0;  // OS thread id; 0: every thread
+  std::string heap;     // a custom heap's name; "": the system heap (ReplayOptions::heap)
 };
 
 struct AnalysisOptions {
@@ -31,9 +32,11 @@ struct AnalysisOptions {
   FilterOptions filters;
 };
 
-// Adds the capture argument, --json and, for the views that apply them, the filter options.
+// Adds the capture argument, --json, --heap and, for the views that apply them, the other
+// filter options.
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters = false);
-void AddFilterOptions(CLI::App* command, FilterOptions* filters);
+void AddFilterOptions(CLI::App* command, FilterOptions* filters);  // includes --heap
+void AddHeapOption(CLI::App* command, FilterOptions* filters);
 // Loads the capture with the filters' thread in *replay (other replay options as given) after
 // checking the patterns. Then, once the view has its resolver, ApplyFilters drops the stacks
 // the patterns leave out (FilterProfile): every view calls both, in that order.

@@ -90,6 +90,12 @@ void RecordEncoder::Resident(const ResidentRecord& r) {
   PutVarint(out_, r.bytes);
 }
 
+void RecordEncoder::String(const StringRecord& r) {
+  PutType(out_, RecordType::kString);
+  PutVarint(out_, r.id);
+  PutString(out_, r.text);
+}
+
 void RecordEncoder::BeginEvents(uint32_t thread) {
   batches_.push_back({thread, 0});
   last_seq_ = 0;

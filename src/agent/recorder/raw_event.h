@@ -5,7 +5,9 @@
 // (src/format/records.h).
 //
 // An allocation's stack is relative to the thread's previous one (unwinder.h). Its record
-// (flags & kHasStack) holds, after the header: one word `kept`, then frame_count return
+// (flags & kHasStack) holds, after the header: for a custom heap's block event
+// (HasAnnotationWord) one annotation word, the heap id (high 32 bits) and the string id of the
+// block's type name (low 32 bits, 0 for none); then one word `kept`, then frame_count return
 // addresses that changed (innermost first), then, in a Python process, the thread's Python
 // frames (innermost first, see python_bridge.h) up to the end of the record. The full native
 // stack is those frames, then the outermost `kept` frames of the thread's previous stack.
@@ -16,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "format/records.h"
 
 namespace memlens::agent {
 
@@ -30,6 +34,12 @@ struct RawEvent {
 };
 static_assert(sizeof(RawEvent) == 32, "RawEvent is part of the buffer layout");
 
+inline bool HasAnnotationWord(uint8_t kind) {
+  return kind == static_cast<uint8_t>(format::EventKind::kHeapAlloc) ||
+         kind == static_cast<uint8_t>(format::EventKind::kHeapRealloc) ||
+         kind == static_cast<uint8_t>(format::EventKind::kHeapFree);
+}
+
 inline constexpr uint8_t kPadKind = 0xff;         // filler up to the end of the ring
 inline constexpr uint8_t kStackPieceKind = 0xfe;  // changed frames ahead of their allocation
 
@@ -39,8 +49,9 @@ inline constexpr uint8_t kAfterPieces = 4;  // the stack pieces just before this
 inline constexpr uint8_t kFirstPiece = 8;   // a stack piece that starts a new stack
 
 inline constexpr int kMaxPythonFrames = 512;
-inline constexpr int kMaxFrames = 1024;  // words after the header, `kept` included
+// Words after the header: the annotation word, `kept`, and every frame.
+inline constexpr int kMaxFrames = 1024;
 inline constexpr uint32_t kMaxRecordSize = sizeof(RawEvent) + kMaxFrames * sizeof(uint64_t);
-static_assert(kMaxPythonFrames < kMaxFrames - 1, "an allocation record has room for one frame");
+static_assert(kMaxPythonFrames < kMaxFrames - 2, "an allocation record has room for one frame");
 
 }  // namespace memlens::agent

@@ -151,7 +151,11 @@ void InitializeRecorder() {
   InitializeUnwinder();
 }
 
-void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+namespace {
+
+// An event with the caller's stack; `annotation`, when given, goes first (raw_event.h).
+void RecordWithStack(format::EventKind kind, const void* address, size_t size,
+                     const uint64_t* annotation) {
   // Python frames first, before the ring holds an open reservation: reading them may allocate
   // (a new code object's name), and a pymalloc arena taken then is recorded at once.
   int python = ReadPythonFrames(t_python_frames, kMaxPythonFrames);
@@ -164,12 +168,14 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   CaptureStack(buffer->unwind, &stack);
   const uint64_t* fresh = stack.fresh;
   uint32_t native = stack.fresh_count;
-  const uint32_t room = kMaxFrames - 1 - python;  // beside `kept` and the Python frames
+  const uint32_t extra = annotation ? 2 : 1;  // `kept`, and the annotation word if any
+  const uint32_t room = kMaxFrames - extra - python;  // beside them and the Python frames
   const bool pieces = native > room;
   RawEvent* event = nullptr;
   uint32_t record_size = 0;
   if (!pieces || PublishPieces(buffer, &fresh, &native, room)) {
-    record_size = static_cast<uint32_t>(sizeof(RawEvent) + (1 + native + python) * sizeof(uint64_t));
+    record_size =
+        static_cast<uint32_t>(sizeof(RawEvent) + (extra + native + python) * sizeof(uint64_t));
     event = Reserve(buffer, record_size);
   }
   if (!event) {  // not committed: the next stack stays relative to the last recorded one
@@ -184,12 +190,24 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   event->frame_count = static_cast<uint16_t>(native);
   event->record_size = record_size;
   auto* words = reinterpret_cast<uint64_t*>(event + 1);
+  if (annotation) *words++ = *annotation;
   words[0] = stack.kept;
   std::memcpy(words + 1, fresh, native * sizeof(uint64_t));
   // The thread's Python frames follow the native ones; the writer merges the two.
   if (python) std::memcpy(words + 1 + native, t_python_frames, python * sizeof(uint64_t));
   Publish(buffer, event);
   CommitStack(buffer->unwind, stack);
+}
+
+}  // namespace
+
+void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  RecordWithStack(kind, address, size, nullptr);
+}
+
+void RecordAnnotated(format::EventKind kind, const void* address, size_t size,
+                     uint64_t annotation) {
+  RecordWithStack(kind, address, size, &annotation);
 }
 
 void RecordRelease(format::EventKind kind, const void* address, size_t size) {

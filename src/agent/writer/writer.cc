@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/api/string_table.h"
 #include "agent/python_bridge.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
@@ -90,6 +91,8 @@ class Writer {
   void MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
                          int python_count);
   void DescribePythonCode(uint64_t id);
+  void DescribeString(uint64_t id);
+  void DescribeStrings(const format::Event& event);
   void RescanModules();
   void MaybeRecordTime(bool force);
   void MaybeSampleResident(bool force);
@@ -110,6 +113,7 @@ class Writer {
   std::vector<uint64_t> frames_;
   std::vector<uint64_t> native_;
   std::vector<bool> described_codes_;  // kPythonCode records written, by code id
+  std::vector<bool> described_strings_;  // kString records written, by string id
   bool failed_ = false;
   uint64_t last_time_seq_ = 0;
   uint64_t last_time_ns_ = 0;
@@ -259,6 +263,7 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   event.address = raw.address;
   event.size = raw.size;
   event.stack = format::HasStack(event.kind) && (raw.flags & kHasStack) ? InternStack(stacks, raw) : 0;
+  DescribeStrings(event);
   event_encoder_.AddEvent(event);
   if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes) {
     // keep chunks bounded, even in the middle of a batch
@@ -268,13 +273,12 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   }
 }
 
-// Merges a record's native and Python frames (both innermost first) into frames_: each native
+// Merges a record's native and Python frames (both innermost first), appending to frames_: each native
 // frame of the eval loop is replaced by the Python frames it was running, the run of frames
 // up to and including the next "entry" frame. Python frames left over (an unwinder that
 // stopped early) go outermost.
 void Writer::MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
                                int python_count) {
-  frames_.clear();
   int p = 0;
   for (int i = 0; i < native_count; ++i) {
     if (p < python_count && EvalLoopContains(native[i])) {
@@ -290,11 +294,20 @@ void Writer::MergePythonFrames(const uint64_t* native, int native_count, const u
   for (; p < python_count; ++p) frames_.push_back(python[p] & ~MEMLENS_PYTHON_ENTRY_BIT);
 }
 
+// A custom heap's block event (HasAnnotationWord) gets its heap, and its type when it has one,
+// as annotation frames innermost in the stack (docs/capture-format.md, section 6).
 uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
   const auto* words = reinterpret_cast<const uint64_t*>(&raw + 1);
+  int word_count = static_cast<int>((raw.record_size - sizeof(RawEvent)) / sizeof(uint64_t));
+  const bool annotated = HasAnnotationWord(raw.kind);
+  uint64_t annotation = 0;
+  if (annotated) {
+    annotation = *words++;
+    --word_count;
+  }
   const uint64_t* changed = words + 1;
   int count = raw.frame_count;
-  int python = static_cast<int>((raw.record_size - sizeof(RawEvent)) / sizeof(uint64_t)) - 1 - count;
+  int python = word_count - 1 - count;
   // The native stack: the kept outermost frames of the previous one, then what changed.
   std::vector<uint64_t>& frames = stacks->frames;
   size_t kept = std::min<size_t>(words[0], frames.size());  // never more: the agent mirrors us
@@ -306,13 +319,14 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
   auto on_new_node = [&](uint64_t parent, uint64_t ip) {
     if (format::IsPythonFrameIp(ip)) {
       DescribePythonCode(format::PythonFrameCode(ip));
-    } else if (ip != kTruncatedMarkerIp && !modules_.Contains(ip)) {
+    } else if (ip != kTruncatedMarkerIp && !format::IsAnnotationFrameIp(ip) &&
+               !modules_.Contains(ip)) {
       RescanModules();  // a frame outside every known module: something was loaded since
     }
     meta_encoder_.StackNode({parent, ip});
   };
 
-  if (python <= 0 && !(raw.flags & kTruncated)) {
+  if (python <= 0 && !(raw.flags & kTruncated) && !annotated) {
     // Only the frames past the part shared with the previous stack are looked up.
     if (stacks->generation != interner_.generation()) {
       stacks->nodes.clear();
@@ -326,13 +340,45 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     return id;
   }
   native_.assign(frames.rbegin(), frames.rend());  // innermost first
+  frames_.clear();
+  if (annotated) {
+    auto heap = static_cast<uint32_t>(annotation >> 32), type = static_cast<uint32_t>(annotation);
+    frames_.push_back(format::AnnotationFrameIp(format::Annotation::kHeap, heap));
+    if (type) {
+      DescribeString(type);
+      frames_.push_back(format::AnnotationFrameIp(format::Annotation::kType, type));
+    }
+  }
   if (python > 0) {
     MergePythonFrames(native_.data(), static_cast<int>(native_.size()), changed + count, python);
   } else {
-    frames_.swap(native_);
+    frames_.insert(frames_.end(), native_.begin(), native_.end());
   }
   if (raw.flags & kTruncated) frames_.push_back(kTruncatedMarkerIp);
   return interner_.Intern(frames_.data(), static_cast<int>(frames_.size()), on_new_node);
+}
+
+// The names an event refers to by id, each written once before its first use.
+void Writer::DescribeStrings(const format::Event& event) {
+  switch (event.kind) {
+    case format::EventKind::kHeapCreate: DescribeString(event.size); break;
+    case format::EventKind::kMarker:
+      DescribeString(event.address);
+      if (event.size) DescribeString(event.size);
+      break;
+    case format::EventKind::kSnapshot: DescribeString(event.address); break;
+    default: break;
+  }
+}
+
+void Writer::DescribeString(uint64_t id) {
+  if (id >= described_strings_.size()) described_strings_.resize(id + 1024);
+  if (described_strings_[id]) return;
+  described_strings_[id] = true;
+  size_t length = 0;
+  const char* text = StringText(static_cast<uint32_t>(id), &length);
+  // Id 0: a null name, or the agent's name table was full.
+  meta_encoder_.String({id, id == 0 ? std::string("(no name)") : std::string(text, length)});
 }
 
 void Writer::DescribePythonCode(uint64_t id) {

@@ -186,6 +186,7 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   json->Field("time_s", p.snapshot_seconds);
   json->Field("from_checkpoint_seq", p.from_checkpoint_seq);
   json->EndObject();
+  json->Field("heap", p.HeapDisplayName());  // the heap the figures describe (--heap)
   json->Key("warnings");
   json->BeginArray();
   for (const auto& w : p.warnings) json->String(w);
