@@ -104,6 +104,7 @@ int Leaks(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCount(t.leaked_blocks) << " blocks, from " << stacks << " call stacks\n";
     if (suppressed.stacks) {
@@ -252,6 +253,7 @@ int Growth(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "Sites whose memory in use grew at " << p.checkpoints.size()
               << " checkpoints up to " << p.SnapshotLabel() << ": " << site_count << "\n";
     for (size_t i = 0; i < sites.size(); ++i) {

@@ -97,6 +97,7 @@ int Timeline(const TimelineOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     Draw(p, o.width, o.height);
   }
   PrintWarnings(p, resolver);

@@ -90,6 +90,11 @@ void RecordEncoder::Resident(const ResidentRecord& r) {
   PutVarint(out_, r.bytes);
 }
 
+void RecordEncoder::Sampling(const SamplingRecord& r) {
+  PutType(out_, RecordType::kSampling);
+  PutVarint(out_, r.rate);
+}
+
 void RecordEncoder::BeginEvents(uint32_t thread) {
   batches_.push_back({thread, 0});
   last_seq_ = 0;

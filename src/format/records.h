@@ -4,7 +4,8 @@
 // reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
-// there are none yet). Nothing was released before Python support, which is part of 1.0.
+// there are none yet). Nothing was released before Python support, which is part of 1.0;
+// 2.0 adds kSampling (sampled captures).
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -18,7 +19,7 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMajor = 2;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 
@@ -34,6 +35,7 @@ enum class RecordType : uint8_t {
   kDrops = 9,         // events lost since the last kDrops record (full buffer, failing sink)
   kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
   kResident = 11,     // the process's resident memory (RSS), sampled by the writer
+  kSampling = 16,     // this image's heap allocations are sampled (right after its kProcess)
 };
 
 // What an event did. The analyzer pairs frees with allocations by address; see
@@ -166,6 +168,14 @@ struct DropsRecord {
 struct ResidentRecord {
   uint64_t monotonic_ns = 0;  // since ProcessRecord::start_monotonic_ns
   uint64_t bytes = 0;         // resident set size
+};
+
+// A sampled image: each byte of a heap allocation (kinds 1-12) was sampled with probability
+// 1/rate, so a block of size s is recorded with probability 1 - exp(-s/rate), and its free only
+// when the block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale
+// each recorded block back by 1 / (1 - exp(-s/rate)) (docs/sampling.md).
+struct SamplingRecord {
+  uint64_t rate = 0;  // mean bytes between samples; > 0
 };
 
 struct PythonCodeRecord {

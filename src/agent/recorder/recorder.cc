@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "agent/python_support.h"
+#include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
 
 extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
@@ -144,6 +145,7 @@ void InitializeRecorder() {
 }
 
 void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  if (!AdmitAlloc(kind, address, size)) return;  // sampling mode: not this one (sampler.h)
   // Python frames first, before the ring holds an open reservation: reading them may allocate
   // (a new code object's name), and a pymalloc arena taken then is recorded at once.
   int python = ReadPythonFrames(t_python_frames, kMaxPythonFrames);
@@ -168,6 +170,7 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
 }
 
 void RecordRelease(format::EventKind kind, const void* address, size_t size) {
+  if (!AdmitRelease(kind, address)) return;  // sampling mode: its block was not recorded
   ThreadBuffer* buffer;
   RawEvent* event = Reserve(&buffer, sizeof(RawEvent));
   if (!event) {
@@ -184,6 +187,7 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   Publish(buffer, event);
 }
 
+void CountDroppedEvent() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
 uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }
 uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed); }
 uint64_t TakeDroppedEvents() {

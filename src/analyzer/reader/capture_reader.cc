@@ -43,6 +43,7 @@ class OrderingVisitor : public format::RecordVisitor {
   void OnDrops(const format::DropsRecord& r) override { out_->OnDrops(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
   void OnResident(const format::ResidentRecord& r) override { out_->OnResident(r); }
+  void OnSampling(const format::SamplingRecord& r) override { out_->OnSampling(r); }
 
   void Finish(ReadStatus* status) {
     orderer_.Finish();
