@@ -6,7 +6,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <new>
 
 namespace memlens::agent {
 namespace {
@@ -26,29 +25,30 @@ void Backoff(int attempt) {
 
 }  // namespace
 
-uint64_t SampledPointers::Hash(uint64_t address) {
-  uint64_t h = address;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 32;
-  return h;
+// Under the shard lock: the count behind a filter bit, and the bit.
+void SampledPointers::Track(uint64_t hash, int delta) {
+  uint32_t& live = live_[hash % kShards][hash >> 58];
+  live += delta;
+  std::atomic<uint64_t>& word = maybe_[hash % kShards];
+  uint64_t bit = uint64_t{1} << (hash >> 58);
+  uint64_t bits = word.load(std::memory_order_relaxed);
+  word.store(live ? bits | bit : bits & ~bit, std::memory_order_relaxed);
 }
 
-SampledPointers::Table* SampledPointers::NewTable(uint64_t slots) {
-  size_t bytes = sizeof(Table) + slots * sizeof(Slot);
+SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
   // The raw system call: neither our mmap hook nor any allocator. Zeroed: every slot empty.
-  void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
+  void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, count * sizeof(Slot),
+                                              PROT_READ | PROT_WRITE,
                                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-  if (mem == MAP_FAILED) return nullptr;
-  auto* table = new (mem) Table{slots - 1, 0};
-  return table;
+  return mem == MAP_FAILED ? nullptr : static_cast<Slot*>(mem);
 }
 
 bool SampledPointers::Init() {
-  for (Shard& shard : shards_) {
-    Table* table = NewTable(kInitialSlots);
-    if (!table) return false;
-    shard.table.store(table, std::memory_order_release);
+  Slot* first = MapSlots(kInitialSlots * kShards);  // the first tables side by side
+  if (!first) return false;
+  for (int i = 0; i < kShards; ++i) {
+    shards_[i].slots.store(first + i * kInitialSlots, std::memory_order_relaxed);
+    shards_[i].mask.store(kInitialSlots - 1, std::memory_order_release);
   }
   return true;
 }
@@ -73,39 +73,37 @@ void SampledPointers::Unlock(Shard& shard, uint32_t seq) {
   shard.seq.store(seq + 1, std::memory_order_release);
 }
 
-void SampledPointers::Place(Table* table, uint64_t address, uint64_t size, uint64_t hash) {
-  Slot* slots = table->slots();
-  uint64_t i = (hash >> 6) & table->mask;
-  for (;;) {
+// Returns true when the address was not there yet.
+bool SampledPointers::Place(Slot* slots, uint64_t mask, uint64_t address, uint64_t size,
+                            uint64_t hash) {
+  for (uint64_t i = (hash >> 6) & mask;; i = (i + 1) & mask) {
     uint64_t a = slots[i].address.load(std::memory_order_relaxed);
     if (a == address || a == 0) {
-      if (a == 0) ++table->used;
       slots[i].size.store(size, std::memory_order_relaxed);
       slots[i].address.store(address, std::memory_order_relaxed);
-      return;
+      return a == 0;
     }
-    i = (i + 1) & table->mask;
   }
 }
 
 bool SampledPointers::Grow(Shard& shard) {
-  Table* old = shard.table.load(std::memory_order_relaxed);
-  Table* table = NewTable((old->mask + 1) * 2);
-  if (!table) return false;
-  Slot* slots = old->slots();
-  for (uint64_t i = 0; i <= old->mask; ++i) {
-    uint64_t a = slots[i].address.load(std::memory_order_relaxed);
-    if (a != 0) Place(table, a, slots[i].size.load(std::memory_order_relaxed), Hash(a));
+  uint64_t old_mask = shard.mask.load(std::memory_order_relaxed);
+  Slot* old = shard.slots.load(std::memory_order_relaxed);
+  uint64_t mask = old_mask * 2 + 1;
+  Slot* slots = MapSlots(mask + 1);
+  if (!slots) return false;
+  for (uint64_t i = 0; i <= old_mask; ++i) {
+    uint64_t a = old[i].address.load(std::memory_order_relaxed);
+    if (a != 0) Place(slots, mask, a, old[i].size.load(std::memory_order_relaxed), Hash(a));
   }
-  shard.table.store(table, std::memory_order_release);
+  shard.slots.store(slots, std::memory_order_release);
+  shard.mask.store(mask, std::memory_order_release);
   return true;
 }
 
 // Backward shift: later members of the probe run move into the hole when that brings them no
 // further from their home slot, so lookups can stop at the first empty slot.
-void SampledPointers::EraseAt(Table* table, uint64_t index) {
-  Slot* slots = table->slots();
-  const uint64_t mask = table->mask;
+void SampledPointers::EraseAt(Slot* slots, uint64_t mask, uint64_t index) {
   uint64_t hole = index;
   for (uint64_t j = (index + 1) & mask;; j = (j + 1) & mask) {
     uint64_t a = slots[j].address.load(std::memory_order_relaxed);
@@ -119,7 +117,6 @@ void SampledPointers::EraseAt(Table* table, uint64_t index) {
     }
   }
   slots[hole].address.store(0, std::memory_order_relaxed);
-  --table->used;
 }
 
 bool SampledPointers::Insert(uint64_t address, uint64_t size) {
@@ -127,38 +124,39 @@ bool SampledPointers::Insert(uint64_t address, uint64_t size) {
   Shard& shard = shards_[hash % kShards];
   uint32_t seq;
   if (!Lock(shard, &seq)) return false;
-  Table* table = shard.table.load(std::memory_order_relaxed);
-  if ((table->used + 1) * 2 > table->mask + 1) {  // keep runs short: at most half full
-    if (!Grow(shard)) {
-      Unlock(shard, seq);
-      return false;
-    }
-    table = shard.table.load(std::memory_order_relaxed);
+  // Keep runs short: at most half full.
+  if ((shard.used + 1) * 2 > shard.mask.load(std::memory_order_relaxed) + 1 && !Grow(shard)) {
+    Unlock(shard, seq);
+    return false;
   }
-  Place(table, address, size, hash);
+  if (Place(shard.slots.load(std::memory_order_relaxed), shard.mask.load(std::memory_order_relaxed),
+            address, size, hash)) {
+    ++shard.used;
+    Track(hash, +1);
+  }
   Unlock(shard, seq);
   return true;
 }
 
 SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) {
   const uint64_t hash = Hash(address);
+  if (!MaybeSampled(address)) return Lookup::kAbsent;
   Shard& shard = shards_[hash % kShards];
   // Optimistic read: nothing shared is written, so frees of unsampled blocks on many threads
   // never bounce a cache line between them.
   bool found = false;
-  int attempt = 0;
-  for (;; ++attempt) {
+  for (int attempt = 0;; ++attempt) {
     if (attempt == kAttempts) return Lookup::kBusy;
     uint32_t before = shard.seq.load(std::memory_order_acquire);
     if (before & 1) {
       Backoff(attempt);
       continue;
     }
-    Table* table = shard.table.load(std::memory_order_acquire);
-    Slot* slots = table->slots();
+    const uint64_t mask = shard.mask.load(std::memory_order_acquire);
+    const Slot* slots = shard.slots.load(std::memory_order_acquire);
     found = false;
-    uint64_t i = (hash >> 6) & table->mask;
-    for (uint64_t n = 0; n <= table->mask; ++n, i = (i + 1) & table->mask) {
+    uint64_t i = (hash >> 6) & mask;
+    for (uint64_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
       uint64_t a = slots[i].address.load(std::memory_order_relaxed);
       if (a == address) found = true;
       if (a == address || a == 0) break;
@@ -171,16 +169,18 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
   // Only the block's owner frees it, so it is still there; remove it under the lock.
   uint32_t seq;
   if (!Lock(shard, &seq)) return Lookup::kBusy;
-  Table* table = shard.table.load(std::memory_order_relaxed);
-  Slot* slots = table->slots();
+  const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
+  Slot* slots = shard.slots.load(std::memory_order_relaxed);
   Lookup result = Lookup::kAbsent;
-  uint64_t i = (hash >> 6) & table->mask;
-  for (uint64_t n = 0; n <= table->mask; ++n, i = (i + 1) & table->mask) {
+  uint64_t i = (hash >> 6) & mask;
+  for (uint64_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
     uint64_t a = slots[i].address.load(std::memory_order_relaxed);
     if (a == 0) break;
     if (a == address) {
       *size = slots[i].size.load(std::memory_order_relaxed);
-      EraseAt(table, i);
+      EraseAt(slots, mask, i);
+      --shard.used;
+      Track(hash, -1);
       result = Lookup::kTaken;
       break;
     }
@@ -191,7 +191,7 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
 
 size_t SampledPointers::Count() const {
   size_t total = 0;
-  for (const Shard& shard : shards_) total += shard.table.load(std::memory_order_acquire)->used;
+  for (const Shard& shard : shards_) total += shard.used;
   return total;
 }
 

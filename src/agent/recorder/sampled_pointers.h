@@ -11,6 +11,10 @@
 // 16-byte slots (address, size) with linear probing and backward-shift deletion, so deletions
 // leave no tombstones and probe runs stay short however long the program runs.
 //
+// In front of the tables, a filter of 64 bits per shard (512 bytes in all, so it stays in cache):
+// a bit is set while some sampled block whose address hashes to it is live. Most frees find
+// their bit clear and stop there, after one load; the others probe their shard's table.
+//
 // Concurrency: each shard has one sequence word that is both a writer's spin lock (odd while a
 // writer holds it) and a seqlock for readers. Writers (a sampled allocation, the free of a
 // sampled block: rare by construction) take it with a bounded try-lock. The common question,
@@ -30,7 +34,9 @@ namespace memlens::agent {
 class SampledPointers {
  public:
   static constexpr int kShards = 64;
-  static constexpr uint64_t kInitialSlots = 256;  // per shard: one 4 KiB page
+  // Per shard at first. Small on purpose: every free probes a table, so the tables of a program
+  // with few sampled blocks live (all 64 of them: 16 KiB, mapped together) stay in cache.
+  static constexpr uint64_t kInitialSlots = 16;
 
   enum class Lookup { kAbsent, kTaken, kBusy };
 
@@ -43,6 +49,13 @@ class SampledPointers {
   // the event.
   bool Insert(uint64_t address, uint64_t size);
 
+  // False when the block at address is certainly not in the set: the filter's answer, inline
+  // for the free of every unsampled block.
+  bool MaybeSampled(uint64_t address) const {
+    uint64_t hash = Hash(address);
+    return (maybe_[hash % kShards].load(std::memory_order_relaxed) >> (hash >> 58)) & 1;
+  }
+
   // kTaken: the block was sampled; it is removed and its size stored in *size. kAbsent: it was
   // not. kBusy: the shard stayed locked past the bound, so the answer is unknown.
   Lookup Take(uint64_t address, uint64_t* size);
@@ -54,25 +67,39 @@ class SampledPointers {
     std::atomic<uint64_t> address;  // 0: empty (no live block starts at address 0)
     std::atomic<uint64_t> size;
   };
-  struct Table {
-    uint64_t mask;  // slots - 1; immutable once published
-    uint64_t used;  // written under the shard lock only
-    Slot* slots() { return reinterpret_cast<Slot*>(this + 1); }
-  };
-  struct alignas(64) Shard {
+  // 32 bytes: a free of an unsampled block reads one shard line and one slot line. A table that
+  // grows gets its slots first and its mask after (both under the lock), so a reader that sees
+  // a mask always probes slots at least that large.
+  struct Shard {
     std::atomic<uint32_t> seq{0};  // odd: a writer holds the shard
-    std::atomic<Table*> table{nullptr};
+    std::atomic<uint64_t> mask{0};  // slots - 1
+    std::atomic<Slot*> slots{nullptr};
+    uint64_t used = 0;  // under the lock only
   };
+  static_assert(sizeof(Shard) == 32, "two shards per cache line");
 
-  static uint64_t Hash(uint64_t address);
-  static Table* NewTable(uint64_t slots);
+  static uint64_t Hash(uint64_t address) {
+    uint64_t h = address;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
+    return h;
+  }
+  void Track(uint64_t hash, int delta);  // the count and filter bit of a block, +1 or -1
+  static Slot* MapSlots(uint64_t count);
   bool Lock(Shard& shard, uint32_t* seq);
   static void Unlock(Shard& shard, uint32_t seq);
   static bool Grow(Shard& shard);
-  static void Place(Table* table, uint64_t address, uint64_t size, uint64_t hash);
-  static void EraseAt(Table* table, uint64_t index);
+  static bool Place(Slot* slots, uint64_t mask, uint64_t address, uint64_t size, uint64_t hash);
+  static void EraseAt(Slot* slots, uint64_t mask, uint64_t index);
 
-  Shard shards_[kShards];
+  alignas(64) Shard shards_[kShards];
+  // The filter: bit (hash >> 58) of word (hash % kShards), written only under that shard's lock.
+  // Why it may be read without the lock: a freeing thread got its block's address through the
+  // program's own synchronization after the allocating thread set the bit, so a clear bit means
+  // its block is not in the set.
+  alignas(64) std::atomic<uint64_t> maybe_[kShards] = {};
+  uint32_t live_[kShards][64] = {};  // sampled blocks per filter bit
 };
 
 }  // namespace memlens::agent

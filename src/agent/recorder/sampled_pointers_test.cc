@@ -58,40 +58,48 @@ TEST(SampledPointers, GrowsAndDeletesWithoutLosingEntries) {
 }
 
 // Threads insert and take their own blocks while others ask about blocks that were never
-// sampled: no false "taken", no lost entry, nothing left at the end.
+// sampled: no false "taken", no lost entry, nothing left at the end. A bounded wait may give up
+// (kBusy, or an Insert that returns false) when a lock holder is descheduled for long on a busy
+// machine; that is allowed, and counted apart from wrong answers.
 TEST(SampledPointers, ManyThreads) {
   auto set = NewSet();
   constexpr int kThreads = 8;
   constexpr uint64_t kPerThread = 50000;
-  std::atomic<uint64_t> wrong{0};
+  std::atomic<uint64_t> wrong{0}, busy{0};
   std::vector<std::thread> threads;
+  using Lookup = SampledPointers::Lookup;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       uint64_t base = (uint64_t{t} + 1) << 40;
+      std::vector<bool> inserted(kPerThread);
       uint64_t size;
-      for (uint64_t i = 0; i < kPerThread; ++i) {
-        uint64_t mine = base + i * 32;
-        if (!set->Insert(mine, i + 1)) ++wrong;
-        // Never inserted by anyone: must read as absent.
-        if (set->Take(base + (uint64_t{1} << 39) + i * 32, &size) ==
-            SampledPointers::Lookup::kTaken) {
+      auto take_mine = [&](uint64_t i) {
+        Lookup got = set->Take(base + i * 32, &size);
+        if (got == Lookup::kBusy) {
+          ++busy;
+        } else if (got != (inserted[i] ? Lookup::kTaken : Lookup::kAbsent) ||
+                   (got == Lookup::kTaken && size != i + 1)) {
           ++wrong;
         }
-        if (i % 3 == 0) {  // free some at once, keep the rest live for a while
-          if (set->Take(mine, &size) != SampledPointers::Lookup::kTaken || size != i + 1) ++wrong;
-        }
+      };
+      for (uint64_t i = 0; i < kPerThread; ++i) {
+        inserted[i] = set->Insert(base + i * 32, i + 1);
+        if (!inserted[i]) ++busy;
+        // Never inserted by anyone: must read as absent.
+        Lookup never = set->Take(base + (uint64_t{1} << 39) + i * 32, &size);
+        if (never == Lookup::kTaken) ++wrong;
+        if (never == Lookup::kBusy) ++busy;
+        if (i % 3 == 0) take_mine(i);  // free some at once, keep the rest live for a while
       }
       for (uint64_t i = 0; i < kPerThread; ++i) {
-        if (i % 3 == 0) continue;
-        if (set->Take(base + i * 32, &size) != SampledPointers::Lookup::kTaken || size != i + 1) {
-          ++wrong;
-        }
+        if (i % 3 != 0) take_mine(i);
       }
     });
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(wrong.load(), 0u);
-  EXPECT_EQ(set->Count(), 0u);
+  EXPECT_LT(busy.load(), kThreads * kPerThread / 1000) << "bounded waits gave up too often";
+  if (busy.load() == 0) EXPECT_EQ(set->Count(), 0u);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ constinit thread_local int64_t t_bytes_to_sample = 0;
 
 namespace {
 
-SampledPointers g_sampled;
+constinit SampledPointers g_sampled;  // constant-initialized: usable at the first malloc
 uint64_t g_seed = 0;
 std::atomic<uint64_t> g_thread_ordinal{0};
 thread_local uint64_t t_rng = 0;  // splitmix64 state; 0: this thread has not drawn yet
@@ -91,6 +91,7 @@ bool AdmitReleaseSlow(format::EventKind kind, const void* address) {
   uint64_t size = 0;
   switch (kind) {
     case EventKind::kFree:
+      if (!g_sampled.MaybeSampled(a)) return false;  // most frees stop here
       // kBusy: unknown, so record it; the analyzer ignores a free of a block it never saw.
       return g_sampled.Take(a, &size) != SampledPointers::Lookup::kAbsent;
     case EventKind::kReallocOld: {
