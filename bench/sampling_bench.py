@@ -112,7 +112,7 @@ load average at the end {os.getloadavg()[0]:.1f}. Runs per configuration: {runs}
 bench/workloads/churn.cc), the same total work whatever the thread count.
 
 Method: see the docstring of bench/sampling_bench.py. "Sampled (default rate)" is
-`memlens run --sample` (one byte in 64 KiB, docs/sampling.md); seeds are random. Each cell is
+`memlens run --sample` (one byte in 32 KiB, docs/sampling.md); seeds are random. Each cell is
 the median over the repetitions of the ratio to the unprofiled run of the same repetition.
 
 ## Overhead on the churn workloads
