@@ -163,11 +163,15 @@ def test_the_agent_refuses_a_bad_rate_in_the_environment(tmp_path):
 
 @pytest.mark.skipif(not HOOKS, reason="memlens was built without Python headers")
 def test_python_program_sampled_through_python_m_memlens(tmp_path):
-    """A million ints and a bytearray, recorded by `python3 -m memlens run --sample`: the
-    estimates at their Python lines land within 5% of the exact figures of a full recording."""
+    """A million ints and a bytearray, recorded by `python3 -m memlens run --sample`: at their
+    Python lines, the estimate for the ints (~40 MB of small objects) lands within three standard
+    errors (3 sqrt(rate/bytes), docs/sampling.md) of the exact figure of a full recording, and
+    the 32 MiB buffer, 1000 times the rate, is certain to be sampled and weighs its size (the
+    few small objects made at its line are rarely sampled: the rest of the difference)."""
     script = SCRIPTS / "sampled.py"
+    # PYTHONHASHSEED: the interpreter's own allocations, and so the samples, the same each run.
     env = dict(os.environ, MEMLENS_SAMPLE_SEED=SEED, PYTHONPATH=str(REPO / "src" / "python"),
-               MEMLENS_BUILD_DIR=str(BUILD))
+               MEMLENS_BUILD_DIR=str(BUILD), PYTHONHASHSEED="0")
     captures = {}
     for mode, options in (("sampled", ["--sample"]), ("full", [])):
         captures[mode] = tmp_path / f"{mode}.mlens"
@@ -193,5 +197,11 @@ def test_python_program_sampled_through_python_m_memlens(tmp_path):
                 if f"# @{marker}" in text][0]
         exact, estimate = rows["full"][line], rows["sampled"][line]
         assert exact["peak_bytes"] > 20 * MiB  # everything is freed at exit: compare the peak
-        assert close(estimate["allocated_bytes"], exact["allocated_bytes"]), marker
-        assert close(estimate["peak_bytes"], exact["peak_bytes"]), marker
+        for key in ("allocated_bytes", "peak_bytes"):
+            if marker == "buffer":  # the buffer, plus the line's few hundred bytes of objects
+                assert exact[key] - 32 * MiB < 1024, (marker, key, exact[key])
+                assert abs(estimate[key] - exact[key]) < 2 * DEFAULT_RATE, (marker, key)
+            else:
+                tolerance = 3 * (DEFAULT_RATE / exact[key]) ** 0.5
+                assert close(estimate[key], exact[key], tolerance), (marker, key, estimate[key],
+                                                                      exact[key])
