@@ -1,5 +1,6 @@
-"""Helpers shared by the benchmark runners (run.py, python_bench.py): run a command and
-measure its wall time and peak RSS, time an analyzer, shorten an error line for a table."""
+"""Helpers shared by the benchmark runners (run.py, python_bench.py, sampling_bench.py): run a
+command and measure its wall time, CPU time and peak RSS, time an analyzer, shorten an error
+line for a table."""
 import os
 import signal
 import subprocess
@@ -13,6 +14,15 @@ TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 def run(cmd, log):
     """Runs cmd (stdout+stderr to log). Returns (rc, wall s, peak RSS KiB of the largest process).
+    See run_with_cpu."""
+    rc, wall, _, rss = run_with_cpu(cmd, log)
+    return rc, wall, rss
+
+
+def run_with_cpu(cmd, log):
+    """As run, plus the CPU seconds (user + system) of the whole process tree, threads included:
+    returns (rc, wall s, cpu s, peak RSS KiB). On a loaded machine CPU time varies far less
+    than wall time, since it does not count the time spent waiting for a core.
 
     ru_maxrss from wait4 is the largest single process of the command's tree, not a sum. It
     also counts the image that exec'd the child (this Python process), so when GNU time is
@@ -30,7 +40,8 @@ def run(cmd, log):
         wall = time.perf_counter() - start
         timer.cancel()
     rss = int(rss_file.read_text().split()[-1]) if TIME and rss_file.exists() else usage.ru_maxrss
-    return os.waitstatus_to_exitcode(status), wall, rss
+    cpu = usage.ru_utime + usage.ru_stime  # wait4 counts the descendants each process reaped
+    return os.waitstatus_to_exitcode(status), wall, cpu, rss
 
 
 def timed(cmd, env=None):

@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include "analyzer/export/format_units.h"
+
 namespace memlens::cli {
 
 using analyzer::JsonWriter;
@@ -105,6 +107,17 @@ bool LoadOrComplain(const std::string& argument, Profile* profile) {
 
 bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {
   return LoadOrComplain(options.capture, options.filters, analyzer::ReplayOptions{}, profile);
+}
+
+std::string EstimateNote(const Profile& p) {
+  if (p.sample_rate == 0) return "";
+  return "Estimates: heap allocations were sampled (one byte in " +
+         analyzer::FormatBytes(p.sample_rate) +
+         " on average); every byte and block figure is scaled up from the samples";
+}
+
+void PrintEstimateNote(const Profile& p) {
+  if (p.sample_rate) std::cout << EstimateNote(p) << "\n";
 }
 
 void PrintWarnings(const Profile& profile, const analyzer::StackResolver& resolver) {

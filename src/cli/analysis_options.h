@@ -48,6 +48,10 @@ void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolve
 // argument: FILE or FILE@SNAPSHOT.
 bool LoadOrComplain(const AnalysisOptions& options, analyzer::Profile* profile);
 bool LoadOrComplain(const std::string& argument, analyzer::Profile* profile);
+// A sampled capture (docs/sampling.md): one line on stdout, before a text view's figures, saying
+// they are estimates. Nothing for a capture that recorded every allocation.
+void PrintEstimateNote(const analyzer::Profile& profile);
+std::string EstimateNote(const analyzer::Profile& profile);  // the line, without a newline
 // Prints warnings (damage, drops, symbolization problems) to stderr, one per line.
 void PrintWarnings(const analyzer::Profile& profile, const analyzer::StackResolver& resolver);
 // The "capture" and "process" members every JSON output starts with.

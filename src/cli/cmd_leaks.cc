@@ -108,6 +108,7 @@ int Leaks(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCount(t.leaked_blocks) << " blocks, from " << stacks << " call stacks\n";
     if (suppressed.stacks) {
@@ -279,6 +280,7 @@ int Growth(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "Sites whose memory in use grew at " << p.checkpoints.size()
               << (marker.empty() ? " checkpoints" : " checkpoints (markers '" + marker + "')")
               << " up to " << p.SnapshotLabel() << ": " << site_count << "\n";

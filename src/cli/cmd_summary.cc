@@ -154,6 +154,7 @@ int Summary(const SummaryOptions& o) {
       facts.AddRow({"exec'd from", first + (more ? " (then " + std::to_string(more) +
                                                        " more exec'd images)" : "")});
     }
+    if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
                                   (p.end ? "" : "   (recording incomplete)")});
     facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " + FormatCount(t.allocations) +

@@ -140,6 +140,7 @@ int Timeline(const TimelineOptions& o) {
     WriteMarkersJson(&json, p);
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     Draw(p, o.width, o.height);
     ListMarkers(p);
   }

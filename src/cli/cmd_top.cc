@@ -95,6 +95,7 @@ int Top(const TopOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     TextTable table;
     for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE"}) {
       table.AddColumn(title, TextTable::kRight);

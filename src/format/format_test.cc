@@ -24,6 +24,8 @@ struct Collector : RecordVisitor {
   std::vector<TimeRecord> times;
   std::vector<EndRecord> ends;
   std::vector<uint64_t> drops;
+  std::vector<uint64_t> sampling_rates;
+  void OnSampling(const SamplingRecord& r) override { sampling_rates.push_back(r.rate); }
   void OnProcess(const ProcessRecord& r) override { processes.push_back(r); }
   void OnModule(const ModuleRecord& r) override { modules.push_back(r); }
   void OnModuleUnload(const ModuleUnloadRecord& r) override { unloads.push_back(r.id); }
@@ -122,6 +124,7 @@ TEST(Records, EveryTypeRoundTrips) {
   ModuleRecord module{3, 0x400000, "/bin/prog", std::string("\x01\x02\xff", 3),
                       {{0x401000, 0x2000}, {0x500000, 16}}};
   enc.Process(process);
+  enc.Sampling({524288});
   enc.Module(module);
   enc.ModuleUnload({3});
   enc.Thread({7, 12345});
@@ -142,6 +145,7 @@ TEST(Records, EveryTypeRoundTrips) {
   EXPECT_EQ(c.processes[0].pid, 42u);
   EXPECT_EQ(c.processes[0].argv, process.argv);
   EXPECT_EQ(c.processes[0].executable, "/bin/prog");
+  EXPECT_EQ(c.sampling_rates, std::vector<uint64_t>{524288});
   ASSERT_EQ(c.modules.size(), 1u);
   EXPECT_EQ(c.modules[0].build_id, module.build_id);
   ASSERT_EQ(c.modules[0].segments.size(), 2u);
@@ -193,6 +197,10 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
                          std::string("\x01\x01\x01\x01\x7f\x01\x00\x01\x00\x00\x00", 11);
   EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
+  // A sampling rate of 0 would divide by zero in every estimate: refused.
+  std::string zero_rate = {static_cast<char>(RecordType::kSampling), '\0'};
+  EXPECT_FALSE(DecodeRecords(zero_rate, &c, &error));
+  EXPECT_NE(error.find("rate 0"), std::string::npos) << error;
 }
 
 TEST(Records, BatchCountsMustMatchTheColumns) {

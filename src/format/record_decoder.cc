@@ -254,6 +254,15 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         if (c.ok()) v->OnString(r);
         break;
       }
+      case RecordType::kSampling: {
+        SamplingRecord r{c.Varint()};
+        if (c.ok() && r.rate == 0) {
+          *error = "sampling record with rate 0 at payload offset " + std::to_string(record_offset);
+          return false;
+        }
+        if (c.ok()) v->OnSampling(r);
+        break;
+      }
       default:
         *error = "unknown record type " + std::to_string(static_cast<int>(type)) +
                  " at payload offset " + std::to_string(record_offset);

@@ -96,6 +96,11 @@ void RecordEncoder::String(const StringRecord& r) {
   PutString(out_, r.text);
 }
 
+void RecordEncoder::Sampling(const SamplingRecord& r) {
+  PutType(out_, RecordType::kSampling);
+  PutVarint(out_, r.rate);
+}
+
 void RecordEncoder::BeginEvents(uint32_t thread) {
   batches_.push_back({thread, 0});
   last_seq_ = 0;

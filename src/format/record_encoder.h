@@ -27,6 +27,7 @@ class RecordEncoder {
   void PythonCode(const PythonCodeRecord& r);
   void Resident(const ResidentRecord& r);
   void String(const StringRecord& r);
+  void Sampling(const SamplingRecord& r);
 
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();

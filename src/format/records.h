@@ -5,7 +5,8 @@
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
 // there are none yet). Nothing was released before Python support, which is part of 1.0; the
-// instrumentation API (custom heaps, markers, snapshots, type tags) made it 2.0.
+// instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
+// (kSampling) made it 2.0.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -36,6 +37,7 @@ enum class RecordType : uint8_t {
   kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
   kResident = 11,     // the process's resident memory (RSS), sampled by the writer
   kString = 12,       // an interned string (heap, marker, snapshot and type names) by id
+  kSampling = 16,     // this image's heap allocations are sampled (right after its kProcess)
 };
 
 // What an event did. The analyzer pairs frees with allocations by address; see
@@ -202,6 +204,14 @@ struct ResidentRecord {
 struct StringRecord {
   uint64_t id = 0;
   std::string text;
+};
+
+// A sampled image: each byte of a heap allocation (kinds 1-12) was sampled with probability
+// 1/rate, so a block of size s is recorded with probability 1 - exp(-s/rate), and its free only
+// when the block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale
+// each recorded block back by 1 / (1 - exp(-s/rate)) (docs/sampling.md).
+struct SamplingRecord {
+  uint64_t rate = 0;  // mean bytes between samples; > 0
 };
 
 struct PythonCodeRecord {

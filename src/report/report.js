@@ -102,6 +102,11 @@
         'allocated; pymalloc arenas peak ' + fmtBytes(t.pymalloc_arena_peak_bytes));
     }
     const warnings = document.getElementById('warnings');
+    if (c.estimates) {  // a sampled capture: say so before anything else (docs/sampling.md)
+      warnings.append(el('li', { id: 'estimates-note', text: 'Estimates: heap allocations were ' +
+        'sampled (one byte in ' + fmtBytes(c.sample_rate) + ' on average); every byte and ' +
+        'block figure is scaled up from the samples.' }));
+    }
     for (const w of c.warnings) warnings.append(el('li', { text: w }));
     document.getElementById('footer').textContent = data.generator + ', capture ' + c.path;
   }

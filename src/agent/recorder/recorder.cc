@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "agent/python_support.h"
+#include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/recorder/unwinder.h"
 
@@ -202,6 +203,7 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
 }  // namespace
 
 void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  if (!AdmitAlloc(kind, address, size)) return;  // sampling mode: not this one (sampler.h)
   RecordWithStack(kind, address, size, nullptr);
 }
 
@@ -211,6 +213,7 @@ void RecordAnnotated(format::EventKind kind, const void* address, size_t size,
 }
 
 void RecordRelease(format::EventKind kind, const void* address, size_t size) {
+  if (!AdmitRelease(kind, address)) return;  // sampling mode: its block was not recorded
   ThreadBuffer* buffer = ThisThreadBuffer();
   RawEvent* event = buffer ? Reserve(buffer, sizeof(RawEvent)) : nullptr;
   if (!event) {
@@ -227,6 +230,7 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   Publish(buffer, event);
 }
 
+void CountDroppedEvent() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
 uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }
 uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed); }
 uint64_t TakeDroppedEvents() {

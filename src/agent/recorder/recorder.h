@@ -75,6 +75,7 @@ void RecordAnnotated(format::EventKind kind, const void* address, size_t size,
                      uint64_t annotation);
 
 // Counters for the END record and the summary.
+void CountDroppedEvent();  // an event left out for want of room (or of a sampling-table slot)
 uint64_t EventsRecorded();
 uint64_t TakeDroppedEvents();  // since the last call
 uint64_t DroppedEventsTotal();

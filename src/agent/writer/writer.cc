@@ -25,6 +25,7 @@
 #include "agent/writer/module_scanner.h"
 #include "agent/writer/stack_interner.h"
 #include "format/chunk.h"
+#include "agent/recorder/sampler.h"
 #include "format/record_encoder.h"
 
 namespace memlens::agent {
@@ -136,6 +137,7 @@ void* WriterMain(void* arg) {
 void Writer::Run() {
   if (write_file_header_) WriteAll(format::EncodeFileHeader());
   meta_encoder_.Process(process_);
+  if (g_sample_rate) meta_encoder_.Sampling({g_sample_rate});  // before any event of the image
   RescanModules();
   Flush();
   for (;;) {

@@ -2,6 +2,7 @@
 #include "analyzer/model/replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,16 @@ struct Region {
   uint64_t end;
   uint64_t stack;
 };
+
+// What one recorded block stands for. Block counts are kept in 1/65536ths during the replay, so
+// that the fractional counts of a sampled capture add up without rounding bias; Finish turns
+// them back into whole blocks. Bytes are whole bytes.
+constexpr uint64_t kCountUnit = uint64_t{1} << 16;
+struct Weight {
+  uint64_t bytes;
+  uint64_t count;  // in kCountUnit
+};
+uint64_t WholeBlocks(uint64_t units) { return (units + kCountUnit / 2) / kCountUnit; }
 
 // Per-stack counters plus the bookkeeping that yields each stack's share of the global peak
 // without copying the live set at every new peak: a stack's value at the last peak is
@@ -111,6 +122,7 @@ class Replayer : public format::RecordVisitor {
   void OnString(const format::StringRecord& r) override { p_->strings[r.id] = r.text; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
+  void OnSampling(const format::SamplingRecord& r) override { p_->sample_rate = r.rate; }
   void OnEvent(const format::Event& e) override;
 
   void Finish();
@@ -138,13 +150,14 @@ class Replayer : public format::RecordVisitor {
   void OnApiEvent(const format::Event& e);
   uint32_t HeapOfStack(uint64_t stack) const;
   void FindBackingMemory();
-  void CountSize(uint64_t stack, uint64_t size);
+  void CountSize(uint64_t stack, uint64_t size, Weight w);
+  Weight HeapWeight(uint64_t size) const;
   bool LeftOut(const format::Event& e);
   void MapAddressSpace();
   uint64_t ModuleOf(uint64_t ip) const;
   StackState& State(uint64_t stack);
-  void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python = false);
-  void Release(uint64_t stack, uint64_t bytes, bool python = false);
+  void Allocate(uint64_t stack, Weight w, uint64_t seq, bool python = false);
+  void Release(uint64_t stack, Weight w, bool python = false);
   void Touch(StackState& s);
   void AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq);
   void RemoveRange(uint64_t start, uint64_t size, std::vector<std::pair<uint64_t, Region>>* taken);
@@ -249,22 +262,33 @@ void Replayer::Touch(StackState& s) {
   }
 }
 
-void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python) {
+// A sampled capture (docs/sampling.md): a block of s bytes was recorded with probability
+// p = 1 - exp(-s/rate), so it stands for s/p bytes and 1/p blocks (the Horvitz-Thompson
+// estimator: unbiased for every sum of blocks). The same size always gives the same weight,
+// so a free takes back exactly what its allocation added.
+Weight Replayer::HeapWeight(uint64_t size) const {
+  if (p_->sample_rate == 0 || size == 0) return {size, kCountUnit};
+  double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(p_->sample_rate));
+  return {static_cast<uint64_t>(std::llround(static_cast<double>(size) / p)),
+          static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};
+}
+
+void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, bool python) {
   StackState& s = State(stack);
   Touch(s);
-  s.live_bytes += bytes;
-  s.live_blocks += 1;
-  s.stats.allocations += 1;
-  s.stats.allocated_bytes += bytes;
-  p_->totals.allocations += 1;
-  p_->totals.allocated_bytes += bytes;
+  s.live_bytes += w.bytes;
+  s.live_blocks += w.count;
+  s.stats.allocations += w.count;
+  s.stats.allocated_bytes += w.bytes;
+  p_->totals.allocations += w.count;
+  p_->totals.allocated_bytes += w.bytes;
   if (python) {
-    s.python_live_bytes += bytes;
-    s.stats.python_allocated_bytes += bytes;
-    p_->totals.python_allocated_bytes += bytes;
+    s.python_live_bytes += w.bytes;
+    s.stats.python_allocated_bytes += w.bytes;
+    p_->totals.python_allocated_bytes += w.bytes;
   }
-  live_bytes_ += bytes;
-  live_blocks_ += 1;
+  live_bytes_ += w.bytes;
+  live_blocks_ += w.count;
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
     p_->totals.peak_blocks = live_blocks_;
@@ -273,14 +297,14 @@ void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool pytho
   }
 }
 
-void Replayer::Release(uint64_t stack, uint64_t bytes, bool python) {
+void Replayer::Release(uint64_t stack, Weight w, bool python) {
   StackState& s = State(stack);
   Touch(s);
-  s.live_bytes -= bytes;
-  s.live_blocks -= 1;
-  if (python) s.python_live_bytes -= bytes;
-  live_bytes_ -= bytes;
-  live_blocks_ -= 1;
+  s.live_bytes -= w.bytes;
+  s.live_blocks -= w.count;
+  if (python) s.python_live_bytes -= w.bytes;
+  live_bytes_ -= w.bytes;
+  live_blocks_ -= w.count;
 }
 
 void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq) {
@@ -288,7 +312,7 @@ void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t
   std::vector<std::pair<uint64_t, Region>> replaced;
   RemoveRange(start, size, &replaced);  // MAP_FIXED over an existing mapping replaces it
   mappings_[start] = {start + size, stack};
-  Allocate(stack, size, seq);
+  Allocate(stack, {size, kCountUnit}, seq);
 }
 
 // Cuts [start, start+size) out of the tracked mappings; what was cut goes to *taken.
@@ -307,22 +331,23 @@ void Replayer::RemoveRange(uint64_t start, uint64_t size,
     it = mappings_.erase(it);
     uint64_t cut_start = std::max(r_start, start), cut_end = std::min(r.end, end);
     // The whole old region leaves the accounting; the parts outside the cut come back.
-    Release(r.stack, r.end - r_start);
-    p_->totals.frees += 1;
+    // Mappings are recorded in full even in a sampled capture: whole weights.
+    Release(r.stack, {r.end - r_start, kCountUnit});
+    p_->totals.frees += kCountUnit;
     if (r_start < cut_start) {
       mappings_[r_start] = {cut_start, r.stack};
-      Allocate(r.stack, cut_start - r_start, 0);
-      State(r.stack).stats.allocations -= 1;  // a split is not a new allocation
+      Allocate(r.stack, {cut_start - r_start, kCountUnit}, 0);
+      State(r.stack).stats.allocations -= kCountUnit;  // a split is not a new allocation
       State(r.stack).stats.allocated_bytes -= cut_start - r_start;
-      p_->totals.allocations -= 1;
+      p_->totals.allocations -= kCountUnit;
       p_->totals.allocated_bytes -= cut_start - r_start;
     }
     if (cut_end < r.end) {
       mappings_[cut_end] = {r.end, r.stack};
-      Allocate(r.stack, r.end - cut_end, 0);
-      State(r.stack).stats.allocations -= 1;
+      Allocate(r.stack, {r.end - cut_end, kCountUnit}, 0);
+      State(r.stack).stats.allocations -= kCountUnit;
       State(r.stack).stats.allocated_bytes -= r.end - cut_end;
-      p_->totals.allocations -= 1;
+      p_->totals.allocations -= kCountUnit;
       p_->totals.allocated_bytes -= r.end - cut_end;
     }
     taken->push_back({cut_start, {cut_end, r.stack}});
@@ -357,20 +382,23 @@ void Replayer::TakeCheckpoint(double seconds, double at_seconds, uint64_t before
   c.before_seq = before_seq;
   c.heap_bytes = live_bytes_;
   for (uint64_t stack = 0; stack < states_.size(); ++stack) {
-    if (states_[stack].live_blocks) c.live[stack] = {states_[stack].live_bytes, states_[stack].live_blocks};
+    if (states_[stack].live_blocks) {
+      c.live[stack] = {states_[stack].live_bytes, WholeBlocks(states_[stack].live_blocks)};
+    }
   }
   p_->checkpoints.push_back(std::move(c));
 }
 
-void Replayer::CountSize(uint64_t stack, uint64_t size) {
+// Counts in kCountUnit until Finish.
+void Replayer::CountSize(uint64_t stack, uint64_t size, Weight w) {
   int bucket = SizeBucketOf(size);
-  p_->size_histogram[bucket].count += 1;
-  p_->size_histogram[bucket].bytes += size;
+  p_->size_histogram[bucket].count += w.count;
+  p_->size_histogram[bucket].bytes += w.bytes;
   if (!options_.stack_size_histograms) return;
   SizeHistogram& h = p_->stack_size_histograms[stack];
   if (h.empty()) h.resize(kSizeBuckets);
-  h[bucket].count += 1;
-  h[bucket].bytes += size;
+  h[bucket].count += w.count;
+  h[bucket].bytes += w.bytes;
 }
 
 // ReplayOptions::thread: true for an event that belongs to a thread left out (an allocation it
@@ -438,14 +466,15 @@ void Replayer::OnEvent(const format::Event& e) {
   switch (e.kind) {
     case EventKind::kFree:
       if (heap_.Remove(e.address, &block)) {
-        Release(block.stack, block.size, block.python);
-        ++p_->totals.frees;
+        Weight w = HeapWeight(block.size);
+        Release(block.stack, w, block.python);
+        p_->totals.frees += w.count;
         auto last = last_alloc_.find(e.thread);
         if (last != last_alloc_.end() && last->second.first == e.address) {
           StackStats& stats = State(block.stack).stats;  // freed before any other allocation
-          stats.temporary += 1;
-          stats.temporary_bytes += block.size;
-          ++p_->totals.temporary;
+          stats.temporary += w.count;
+          stats.temporary_bytes += w.bytes;
+          p_->totals.temporary += w.count;
           last_alloc_.erase(last);
         }
       } else {
@@ -454,8 +483,9 @@ void Replayer::OnEvent(const format::Event& e) {
       break;
     case EventKind::kReallocOld:
       if (heap_.Remove(e.address, &block)) {
-        Release(block.stack, block.size, block.python);
-        ++p_->totals.frees;
+        Weight w = HeapWeight(block.size);
+        Release(block.stack, w, block.python);
+        p_->totals.frees += w.count;
         realloc_pending_[e.thread] = block;
       } else {
         realloc_pending_.erase(e.thread);
@@ -465,25 +495,26 @@ void Replayer::OnEvent(const format::Event& e) {
       auto it = realloc_pending_.find(e.thread);
       if (it != realloc_pending_.end()) {  // undo: the old block was never released
         const LiveBlock& old = it->second;
+        Weight w = HeapWeight(old.size);
         heap_.Insert(e.address, old);
-        Allocate(old.stack, old.size, e.seq, old.python);
+        Allocate(old.stack, w, e.seq, old.python);
         StackStats& stats = State(old.stack).stats;  // a restored block is no new allocation
-        stats.allocations -= 1;
-        stats.allocated_bytes -= old.size;
-        p_->totals.allocations -= 1;
-        p_->totals.allocated_bytes -= old.size;
+        stats.allocations -= w.count;
+        stats.allocated_bytes -= w.bytes;
+        p_->totals.allocations -= w.count;
+        p_->totals.allocated_bytes -= w.bytes;
         if (old.python) {
-          stats.python_allocated_bytes -= old.size;
-          p_->totals.python_allocated_bytes -= old.size;
+          stats.python_allocated_bytes -= w.bytes;
+          p_->totals.python_allocated_bytes -= w.bytes;
         }
-        --p_->totals.frees;
+        p_->totals.frees -= w.count;
         realloc_pending_.erase(it);
       }
       break;
     }
     case EventKind::kMmap:
       AddRegion(e.address, e.size, e.stack, e.seq);
-      CountSize(e.stack, e.size);
+      CountSize(e.stack, e.size, {e.size, kCountUnit});
       break;
     case EventKind::kMunmap: {
       std::vector<std::pair<uint64_t, Region>> taken;
@@ -521,12 +552,13 @@ void Replayer::OnEvent(const format::Event& e) {
       if (format::IsHeapAlloc(e.kind)) {
         realloc_pending_.erase(e.thread);  // any allocation ends a realloc in progress
         if (heap_.Remove(e.address, &block)) {  // a free we never saw (dropped): forget it
-          Release(block.stack, block.size, block.python);
+          Release(block.stack, HeapWeight(block.size), block.python);
         }
         bool python = format::IsPythonAlloc(e.kind);
+        Weight w = HeapWeight(e.size);
         heap_.Insert(e.address, {e.size, e.stack, python});
-        Allocate(e.stack, e.size, e.seq, python);
-        CountSize(e.stack, e.size);
+        Allocate(e.stack, w, e.seq, python);
+        CountSize(e.stack, e.size, w);
         last_alloc_[e.thread] = {e.address, e.stack};
       }
       break;
@@ -557,17 +589,18 @@ void Replayer::OnApiEvent(const format::Event& e) {
       uint32_t heap = HeapOfStack(e.stack);
       bool replaced = custom_heaps_.Alloc(heap, e.address, e.size, e.stack, e.seq, &block);
       if (!selected_heaps_.count(heap)) break;
-      if (replaced) Release(block.stack, block.size);
-      Allocate(e.stack, e.size, e.seq);
-      CountSize(e.stack, e.size);
+      // Custom heaps are recorded in full, sampled capture or not: whole weights.
+      if (replaced) Release(block.stack, {block.size, kCountUnit});
+      Allocate(e.stack, {e.size, kCountUnit}, e.seq);
+      CountSize(e.stack, e.size, {e.size, kCountUnit});
       break;
     }
     case EventKind::kHeapFree: {
       uint32_t heap = HeapOfStack(e.stack);
       if (custom_heaps_.Free(heap, e.address, e.stack, e.seq, &block) &&
           selected_heaps_.count(heap)) {
-        Release(block.stack, block.size);
-        ++p_->totals.frees;
+        Release(block.stack, {block.size, kCountUnit});
+        p_->totals.frees += kCountUnit;
       }
       break;
     }
@@ -577,8 +610,8 @@ void Replayer::OnApiEvent(const format::Event& e) {
       std::vector<LiveBlock> released;
       custom_heaps_.Release(heap, e.kind == EventKind::kHeapDestroy, &released);
       if (!selected_heaps_.count(heap)) break;
-      for (const LiveBlock& b : released) Release(b.stack, b.size);
-      p_->totals.frees += released.size();
+      for (const LiveBlock& b : released) Release(b.stack, {b.size, kCountUnit});
+      p_->totals.frees += released.size() * kCountUnit;
       break;
     }
     default:
@@ -614,13 +647,19 @@ void Replayer::MapAddressSpace() {
   struct Block {
     uint64_t begin, size, stack;
     bool mapping;
+    Weight w;  // in a sampled capture, what the block stands for
   };
   std::vector<Block> blocks;
-  heap_.ForEach([&](uint64_t a, const LiveBlock& b) { blocks.push_back({a, b.size, b.stack, false}); });
-  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
-    if (selected_heaps_.count(heap)) blocks.push_back({a, b.size, b.stack, false});
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
+    blocks.push_back({a, b.size, b.stack, false, HeapWeight(b.size)});
   });
-  for (const auto& [start, region] : mappings_) blocks.push_back({start, region.end - start, region.stack, true});
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
+    if (selected_heaps_.count(heap)) blocks.push_back({a, b.size, b.stack, false, {b.size, kCountUnit}});
+  });
+  for (const auto& [start, region] : mappings_) {
+    uint64_t size = region.end - start;
+    blocks.push_back({start, size, region.stack, true, {size, kCountUnit}});
+  }
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
   std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
   auto close_region = [&] {
@@ -644,11 +683,12 @@ void Replayer::MapAddressSpace() {
     AddressRegion& r = p_->address_map.back();
     if (b.begin > r.end) r.largest_gap = std::max(r.largest_gap, b.begin - r.end);
     r.end = std::max(r.end, b.begin + b.size);
-    r.in_use_bytes += b.size;
-    r.blocks += 1;
-    bytes_by_stack[b.stack] += b.size;
+    r.in_use_bytes += b.w.bytes;
+    r.blocks += b.w.count;
+    bytes_by_stack[b.stack] += b.w.bytes;
   }
   close_region();
+  for (AddressRegion& r : p_->address_map) r.blocks = WholeBlocks(r.blocks);
 }
 
 void Replayer::SaveState(std::string* out) const {
@@ -791,11 +831,23 @@ void Replayer::Finish() {
     s.stats.leaked_bytes = s.live_bytes;
     s.stats.leaked_blocks = s.live_blocks;
     s.stats.python_leaked_bytes = s.python_live_bytes;
+    for (uint64_t* count : {&s.stats.allocations, &s.stats.peak_blocks, &s.stats.leaked_blocks,
+                            &s.stats.temporary}) {
+      *count = WholeBlocks(*count);
+    }
     p_->stacks[stack] = s.stats;
   }
   p_->totals.arena_leaked_bytes = arena_bytes_;
   p_->totals.leaked_bytes = live_bytes_;
   p_->totals.leaked_blocks = live_blocks_;
+  Totals& t = p_->totals;
+  for (uint64_t* count : {&t.allocations, &t.frees, &t.peak_blocks, &t.leaked_blocks, &t.temporary}) {
+    *count = WholeBlocks(*count);
+  }
+  for (SizeBucket& b : p_->size_histogram) b.count = WholeBlocks(b.count);
+  for (auto& [stack, h] : p_->stack_size_histograms) {
+    for (SizeBucket& b : h) b.count = WholeBlocks(b.count);
+  }
   for (const auto& [start, region] : mappings_) p_->totals.mmap_leaked_bytes += region.end - start;
 }
 

@@ -160,6 +160,9 @@ struct Profile {
   ReadStatus read;
   format::ProcessRecord process;
   bool has_process = false;
+  // A sampled capture's rate (docs/sampling.md), 0 when every allocation was recorded. When
+  // set, every byte and block figure is an unbiased estimate scaled up from the samples.
+  uint64_t sample_rate = 0;
   std::optional<format::EndRecord> end;
   std::unordered_map<uint64_t, format::ModuleRecord> modules;
   std::unordered_map<uint64_t, format::PythonCodeRecord> python_codes;

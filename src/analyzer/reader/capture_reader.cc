@@ -56,6 +56,7 @@ class OrderingVisitor : public format::RecordVisitor {
   void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
   void OnResident(const format::ResidentRecord& r) override { out_->OnResident(r); }
   void OnString(const format::StringRecord& r) override { out_->OnString(r); }
+  void OnSampling(const format::SamplingRecord& r) override { out_->OnSampling(r); }
 
   void StartChunk() { chunk_min_seq_ = chunk_max_seq_ = -1; }
   int64_t chunk_min_seq() const { return chunk_min_seq_; }
