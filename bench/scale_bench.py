@@ -31,7 +31,7 @@ MEMLENS = BUILD / "bin" / "memlens"
 
 
 def measured(name, cmd, folder):
-    rc, wall, rss_kib = run([str(c) for c in cmd], folder / f"scale.{name}.log")
+    rc, wall, rss_kib = run([str(c) for c in cmd], folder / f"scale.{name}.log", timeout=3 * 3600)
     if rc != 0:
         sys.exit(f"{name} failed (rc={rc}): see {folder / f'scale.{name}.log'}")
     return wall, rss_kib / 1024
