@@ -12,14 +12,14 @@ TIMEOUT_S = 300
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
-def run(cmd, log):
+def run(cmd, log, timeout=TIMEOUT_S):
     """Runs cmd (stdout+stderr to log). Returns (rc, wall s, peak RSS KiB of the largest process).
     See run_with_cpu."""
-    rc, wall, _, rss = run_with_cpu(cmd, log)
+    rc, wall, _, rss = run_with_cpu(cmd, log, timeout)
     return rc, wall, rss
 
 
-def run_with_cpu(cmd, log):
+def run_with_cpu(cmd, log, timeout=TIMEOUT_S):
     """As run, plus the CPU seconds (user + system) of the whole process tree, threads included:
     returns (rc, wall s, cpu s, peak RSS KiB). On a loaded machine CPU time varies far less
     than wall time, since it does not count the time spent waiting for a core.
@@ -34,12 +34,13 @@ def run_with_cpu(cmd, log):
     with open(log, "wb") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        timer = threading.Timer(TIMEOUT_S, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         timer.cancel()
-    rss = int(rss_file.read_text().split()[-1]) if TIME and rss_file.exists() else usage.ru_maxrss
+    words = rss_file.read_text().split() if TIME and rss_file.exists() else []
+    rss = int(words[-1]) if words else usage.ru_maxrss  # GNU time writes nothing when killed
     cpu = usage.ru_utime + usage.ru_stime  # wait4 counts the descendants each process reaped
     return os.waitstatus_to_exitcode(status), wall, cpu, rss
 

@@ -3,6 +3,10 @@
 //                    (default: memlens-%e-%p.mlens in the current directory)
 //   MEMLENS_PYTHON_FRAMES  the most Python frames kept per allocation, innermost first
 //                    (python_support.h)
+//   MEMLENS_SAMPLE_RATE  sample heap allocations, one byte in N on average (sampler.h,
+//                    docs/sampling.md); unset or 0: record every allocation
+//   MEMLENS_SAMPLE_SEED  the sampler's seed (a number), for reproducible samples; unset or 0:
+//                    random
 //   MEMLENS_TRACKED  the pid of the recorded process, set by the agent: a descendant that
 //                    inherits it (a child that exec'd) does not record; the recorded process's
 //                    own new image after an exec does, appending to the same capture
@@ -25,6 +29,7 @@
 #include "agent/hooks/real_functions.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
+#include "agent/recorder/sampler.h"
 #include "agent/writer/writer.h"
 
 namespace memlens::agent {
@@ -38,6 +43,21 @@ std::atomic<bool> g_initializing{false};
 bool g_after_exec = false;  // this image replaced the recorded one by exec: append
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
+// Set by InitializeOnce (which must not allocate) for Start to report: the variable whose value
+// is not a valid setting, or that the sampler's table could not be mapped.
+const char* g_bad_setting = nullptr;
+bool g_sampler_failed = false;
+
+// A decimal number of at most 2^62 (0 when text is unset or empty). No allocation, no locale.
+bool ParseSetting(const char* text, uint64_t* out) {
+  *out = 0;
+  if (!text) return true;
+  for (const char* c = text; *c; ++c) {
+    if (*c < '0' || *c > '9' || *out > (uint64_t{1} << 62) / 10) return false;
+    *out = *out * 10 + static_cast<uint64_t>(*c - '0');
+  }
+  return *out <= (uint64_t{1} << 62);
+}
 
 void Say(const std::string& line) {
   std::string message = "memlens: " + line + "\n";
@@ -140,6 +160,12 @@ void OnForkChild() {
 
 void Start() {
   InitializeOnce();
+  if (g_bad_setting) {
+    Say(std::string(g_bad_setting) + "='" + getenv(g_bad_setting) +
+        "' is not a number of bytes (or a seed): not recording");
+  } else if (g_sampler_failed) {
+    Say("cannot map the table of sampled blocks: not recording");
+  }
   if (g_state.load() != kRecording) return;
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
@@ -186,9 +212,23 @@ void InitializeOnce() {
     }
     g_after_exec = true;
   }
+  uint64_t rate, seed;
+  if (!ParseSetting(getenv("MEMLENS_SAMPLE_RATE"), &rate)) g_bad_setting = "MEMLENS_SAMPLE_RATE";
+  if (!ParseSetting(getenv("MEMLENS_SAMPLE_SEED"), &seed)) g_bad_setting = "MEMLENS_SAMPLE_SEED";
+  if (g_bad_setting) {
+    g_state.store(kPassive);
+    return;
+  }
   t_in_hook = true;
   InitializeRecorder();
+  // Sampling is set before the first event, and never changes: every event of the image is
+  // under the same rule, which the writer states in the capture (kSampling).
+  g_sampler_failed = rate != 0 && !ConfigureSampling(rate, seed);
   t_in_hook = false;
+  if (g_sampler_failed) {
+    g_state.store(kPassive);
+    return;
+  }
   g_state.store(kRecording);
 }
 

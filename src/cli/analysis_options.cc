@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include "analyzer/export/format_units.h"
+
 namespace memlens::cli {
 
 using analyzer::JsonWriter;
@@ -11,10 +13,23 @@ using analyzer::Profile;
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters) {
   command->add_option("capture", options->capture,
                       "capture file written by `memlens run`, optionally with the moment to\n"
-                      "look at: FILE@end (default), FILE@peak, FILE@t=2.5s")
+                      "look at: FILE@end (default), FILE@peak, FILE@t=2.5s,\n"
+                      "FILE@marker:NAME (just before the program's first marker NAME),\n"
+                      "FILE@marker:NAME#K (its K-th, from 1), FILE@snapshot:NAME[#K]")
       ->required();
   command->add_flag("--json", options->json, "print JSON (shape: docs/json-output.md)");
-  if (filters) AddFilterOptions(command, &options->filters);
+  if (filters) {
+    AddFilterOptions(command, &options->filters);
+  } else {
+    AddHeapOption(command, &options->filters);
+  }
+}
+
+void AddHeapOption(CLI::App* command, FilterOptions* filters) {
+  command->add_option("--heap", filters->heap,
+                      "the figures of this custom heap (the program's own pool or arena, named\n"
+                      "through memlens.h or memlens.Heap) instead of the system heap (malloc,\n"
+                      "mmap, Python's allocator), which holds the pools' backing memory");
 }
 
 void AddFilterOptions(CLI::App* command, FilterOptions* filters) {
@@ -26,6 +41,7 @@ void AddFilterOptions(CLI::App* command, FilterOptions* filters) {
                       "wins over --include");
   command->add_option("--thread", filters->thread,
                       "only allocations made by this OS thread id (tid)");
+  AddHeapOption(command, filters);
 }
 
 namespace {
@@ -57,6 +73,7 @@ bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
     return false;
   }
   replay.thread = filters.thread;
+  replay.heap = filters.heap;
   if (analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error) &&
       analyzer::LoadProfile(path, snapshot, replay, profile, &error)) {
     return true;
@@ -90,6 +107,17 @@ bool LoadOrComplain(const std::string& argument, Profile* profile) {
 
 bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {
   return LoadOrComplain(options.capture, options.filters, analyzer::ReplayOptions{}, profile);
+}
+
+std::string EstimateNote(const Profile& p) {
+  if (p.sample_rate == 0) return "";
+  return "Estimates: heap allocations were sampled (one byte in " +
+         analyzer::FormatBytes(p.sample_rate) +
+         " on average); every byte and block figure is scaled up from the samples";
+}
+
+void PrintEstimateNote(const Profile& p) {
+  if (p.sample_rate) std::cout << EstimateNote(p) << "\n";
 }
 
 void PrintWarnings(const Profile& profile, const analyzer::StackResolver& resolver) {

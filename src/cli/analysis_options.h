@@ -23,6 +23,7 @@ inline constexpr int kExitBadInput = 2;
 struct FilterOptions {
   std::vector<std::string> include, exclude;
   uint64_t thread = 0;  // OS thread id; 0: every thread
+  std::string heap;     // a custom heap's name; "": the system heap (ReplayOptions::heap)
 };
 
 struct AnalysisOptions {
@@ -31,9 +32,11 @@ struct AnalysisOptions {
   FilterOptions filters;
 };
 
-// Adds the capture argument, --json and, for the views that apply them, the filter options.
+// Adds the capture argument, --json, --heap and, for the views that apply them, the other
+// filter options.
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters = false);
-void AddFilterOptions(CLI::App* command, FilterOptions* filters);
+void AddFilterOptions(CLI::App* command, FilterOptions* filters);  // includes --heap
+void AddHeapOption(CLI::App* command, FilterOptions* filters);
 // Loads the capture with the filters' thread in *replay (other replay options as given) after
 // checking the patterns. Then, once the view has its resolver, ApplyFilters drops the stacks
 // the patterns leave out (FilterProfile): every view calls both, in that order.
@@ -45,6 +48,10 @@ void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolve
 // argument: FILE or FILE@SNAPSHOT.
 bool LoadOrComplain(const AnalysisOptions& options, analyzer::Profile* profile);
 bool LoadOrComplain(const std::string& argument, analyzer::Profile* profile);
+// A sampled capture (docs/sampling.md): one line on stdout, before a text view's figures, saying
+// they are estimates. Nothing for a capture that recorded every allocation.
+void PrintEstimateNote(const analyzer::Profile& profile);
+std::string EstimateNote(const analyzer::Profile& profile);  // the line, without a newline
 // Prints warnings (damage, drops, symbolization problems) to stderr, one per line.
 void PrintWarnings(const analyzer::Profile& profile, const analyzer::StackResolver& resolver);
 // The "capture" and "process" members every JSON output starts with.

@@ -128,6 +128,13 @@ int Diff(const DiffOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    if (before.sample_rate || after.sample_rate) {
+      std::cout << "Estimates: " << (before.sample_rate ? "the first" : "")
+                << (before.sample_rate && after.sample_rate ? " and " : "")
+                << (after.sample_rate ? "the second" : "")
+                << " capture sampled heap allocations; their figures are scaled up from the "
+                   "samples\n";
+    }
     std::cout << "In use: " << FormatBytes(before.totals.leaked_bytes) << " at "
               << before.SnapshotLabel() << " -> " << FormatBytes(after.totals.leaked_bytes) << " at "
               << after.SnapshotLabel() << " (" << SignedBytes(total) << ")\n";

@@ -133,6 +133,7 @@ int Histogram(const HistogramOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "Allocation sizes up to " << p.SnapshotLabel() << ": "
               << FormatCount(p.totals.allocations) << " allocations, "
               << FormatBytes(p.totals.allocated_bytes) << "\n";

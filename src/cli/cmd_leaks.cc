@@ -2,8 +2,10 @@
 //
 // `memlens leaks FILE [--limit N] [--min-bytes B] [--suppressions FILE]`: blocks still
 // allocated at exit, grouped by call stack, with the full stacks.
-// `memlens leaks FILE --growth [--windows N]`: logical leaks, sites whose memory in use grows
-// all along the capture even when everything is freed at exit (the rule: GrowingSites).
+// `memlens leaks FILE --growth [--windows N] [--marker NAME]`: logical leaks, sites whose memory
+// in use grows all along the capture even when everything is freed at exit (the rule:
+// GrowingSites). The checkpoints are the occurrences of a repeated marker when the capture has
+// one (a marker per frame, per request: the program's own rhythm), else evenly spaced times.
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -11,6 +13,7 @@
 #include <tuple>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/model/markers.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -26,6 +29,7 @@ struct LeaksOptions {
   std::string suppressions;
   bool growth = false;
   size_t windows = 8;
+  std::string marker;  // --growth: checkpoints at this marker's occurrences
 };
 
 struct Suppressed {
@@ -104,6 +108,7 @@ int Leaks(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCount(t.leaked_blocks) << " blocks, from " << stacks << " call stacks\n";
     if (suppressed.stacks) {
@@ -203,9 +208,29 @@ int Growth(const LeaksOptions& o) {
   if (!LoadOrComplain(o.common.capture, o.common.filters, {}, &first)) return kExitBadInput;
   double duration = first.snapshot_seconds;
   ReplayOptions replay;
-  for (size_t k = 1; k <= o.windows; ++k) {
-    replay.checkpoint_seconds.push_back(duration * static_cast<double>(k) /
-                                        static_cast<double>(o.windows + 1));
+  // A marker repeated at least 3 times: its occurrences (up to --windows of them, evenly picked,
+  // first and last included) are the checkpoints, each exactly before the marker.
+  std::string marker = o.marker.empty() ? MostRepeatedMarker(first.markers, 3) : o.marker;
+  std::vector<uint64_t> occurrences;
+  for (const Marker& m : first.markers) {
+    if (!m.snapshot && m.name == marker) occurrences.push_back(m.seq);
+  }
+  if (!o.marker.empty() && occurrences.size() < 2) {
+    return Complain("leaks: --marker " + o.marker + ": the capture has " +
+                    std::to_string(occurrences.size()) +
+                    " markers of that name; --growth needs 2 or more");
+  }
+  if (occurrences.size() >= 2) {
+    size_t n = std::min(o.windows, occurrences.size());
+    for (size_t k = 0; k < n; ++k) {
+      replay.checkpoint_seqs.push_back(occurrences[k * (occurrences.size() - 1) / (n - 1)]);
+    }
+  } else {
+    marker.clear();
+    for (size_t k = 1; k <= o.windows; ++k) {
+      replay.checkpoint_seconds.push_back(duration * static_cast<double>(k) /
+                                          static_cast<double>(o.windows + 1));
+    }
   }
   Profile p;
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
@@ -214,7 +239,8 @@ int Growth(const LeaksOptions& o) {
   auto sites = GrowingSites(p, &resolver);
   size_t site_count = sites.size();
   if (sites.size() > o.limit) sites.resize(o.limit);
-  if (p.checkpoints.size() < o.windows) {
+  size_t wanted = marker.empty() ? o.windows : replay.checkpoint_seqs.size();
+  if (p.checkpoints.size() < wanted) {
     p.warnings.push_back("only " + std::to_string(p.checkpoints.size()) + " of " +
                          std::to_string(o.windows) +
                          " checkpoints could be taken (the capture has too few time marks)");
@@ -224,11 +250,13 @@ int Growth(const LeaksOptions& o) {
     json.BeginObject();
     WriteCaptureJson(&json, p, resolver);
     json.Field("windows", static_cast<uint64_t>(o.windows));
+    json.Field("marker", marker);  // "" when the checkpoints are evenly spaced times
     json.Key("checkpoints");
     json.BeginArray();
     for (const auto& c : p.checkpoints) {
       json.BeginObject();
       json.Field("time_s", c.at_seconds);
+      if (c.before_seq) json.Field("seq", c.before_seq);
       json.Field("heap_bytes", c.heap_bytes);
       json.EndObject();
     }
@@ -252,8 +280,10 @@ int Growth(const LeaksOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "Sites whose memory in use grew at " << p.checkpoints.size()
-              << " checkpoints up to " << p.SnapshotLabel() << ": " << site_count << "\n";
+              << (marker.empty() ? " checkpoints" : " checkpoints (markers '" + marker + "')")
+              << " up to " << p.SnapshotLabel() << ": " << site_count << "\n";
     for (size_t i = 0; i < sites.size(); ++i) {
       const auto& g = sites[i];
       std::cout << "\n#" << i + 1 << "  +" << FormatBytes(g.Growth()) << " (";
@@ -289,6 +319,9 @@ Command AddLeaksCommand(CLI::App* app) {
                 "when freed at exit");
   cmd->add_option("--windows", o->windows, "--growth: checkpoints through the capture")
       ->capture_default_str();
+  cmd->add_option("--marker", o->marker,
+                  "--growth: checkpoints just before this marker's occurrences (default: the\n"
+                  "marker repeated most, at least 3 times, if any; else evenly spaced times)");
   return {cmd, [o] { return Leaks(*o); }};
 }
 

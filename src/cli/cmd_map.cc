@@ -71,6 +71,7 @@ int Map(const AnalysisOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "Address space in use at " << p.SnapshotLabel() << ": " << FormatBytes(in_use)
               << " in " << p.address_map.size() << " regions spanning " << FormatBytes(span)
               << " (" << FormatPercent(in_use, span) << " used); largest free gap inside a region "

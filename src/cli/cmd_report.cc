@@ -21,6 +21,7 @@ using namespace analyzer;
 
 struct ReportOptions {
   std::string capture;
+  std::string heap;
   std::string output;
   size_t checkpoints = 40;
   size_t max_nodes = 20000;
@@ -45,6 +46,7 @@ int Report(const ReportOptions& o) {
   ReplayOptions replay;
   replay.checkpoint_seconds = ReportCheckpointTimes(duration, o.checkpoints);
   replay.address_map = true;
+  replay.heap = o.heap;
   Profile p;
   if (!LoadProfile(path, snapshot, replay, &p, &error)) return Complain(error);
   StackResolver resolver(p);
@@ -72,8 +74,11 @@ Command AddReportCommand(CLI::App* app) {
   CLI::App* cmd = app->add_subcommand("report", "One self-contained interactive HTML page");
   cmd->add_option("capture", o->capture,
                   "capture file written by `memlens run`, optionally with the moment the\n"
-                  "in-use figures describe: FILE@end (default), FILE@peak, FILE@t=2.5s")
+                  "in-use figures describe: FILE@end (default), FILE@peak, FILE@t=2.5s,\n"
+                  "FILE@marker:NAME[#K], FILE@snapshot:NAME[#K]")
       ->required();
+  cmd->add_option("--heap", o->heap,
+                  "the figures of this custom heap instead of the system heap");
   cmd->add_option("-o,--output", o->output, "the HTML file to write (default: CAPTURE.html here)");
   cmd->add_option("--checkpoints", o->checkpoints,
                   "moments spread over the capture the page can diff")->capture_default_str();

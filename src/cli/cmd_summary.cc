@@ -3,9 +3,11 @@
 // `memlens summary FILE`: the first answers about a capture: command, duration, totals, the
 // peak (how much, when), what was still allocated at exit, and the top sites by peak and by
 // bytes in use at exit.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
+#include "analyzer/export/api_json.h"
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
 #include "cli/analysis_options.h"
@@ -66,6 +68,57 @@ void WriteRows(JsonWriter* json, const char* key, const std::vector<SiteRow>& ro
   json->EndArray();
 }
 
+// The program's own heaps, beside the system heap that holds their backing memory, and misuse.
+void PrintCustomHeaps(const Profile& p, StackResolver* resolver) {
+  if (!p.heaps.empty()) {
+    std::cout << "\nCustom heaps (their blocks lie inside memory the system heap counts; "
+                 "BACKING: the system heap's blocks holding them at "
+              << p.SnapshotLabel() << "):\n";
+    TextTable table;
+    for (const char* title : {"IN USE", "BLOCKS", "PEAK", "ALLOCS", "ALLOCATED", "BACKING"}) {
+      table.AddColumn(title, TextTable::kRight);
+    }
+    table.AddColumn("HEAP", TextTable::kLeft);
+    for (const HeapFigures& h : p.heaps) {
+      table.AddRow({FormatBytes(h.in_use_bytes), FormatCount(h.in_use_blocks),
+                    FormatBytes(h.peak_bytes), FormatCount(h.allocations),
+                    FormatBytes(h.allocated_bytes),
+                    h.backing_blocks ? FormatBytes(h.backing_bytes) + " in " +
+                                           FormatCount(h.backing_blocks)
+                                     : std::string("-"),
+                    h.name + (h.destroyed ? " (destroyed)" : "")});
+    }
+    table.Print(std::cout);
+  }
+  uint64_t total = 0;
+  for (uint64_t c : p.anomaly_counts) total += c;
+  if (total == 0) return;
+  std::cout << "\nAnomalies (misuse of custom heaps): " << total << "\n";
+  for (int k = 0; k < Anomaly::kKinds; ++k) {
+    if (p.anomaly_counts[k]) {
+      std::cout << "  " << FormatCount(p.anomaly_counts[k]) << "  "
+                << AnomalyName(static_cast<Anomaly::Kind>(k)) << "\n";
+    }
+  }
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < p.anomalies.size() && i < kShown; ++i) {
+    const Anomaly& a = p.anomalies[i];
+    Stack stack = resolver->Frames(a.stack);
+    std::cout << "  #" << i + 1 << " " << AnomalyName(a.kind) << ", heap " << a.heap;
+    if (a.address) std::cout << ", block 0x" << std::hex << a.address << std::dec;
+    std::cout << ", at " << FormatSeconds(p.SecondsAt(a.seq)) << ":\n";
+    size_t site = StackResolver::SiteIndex(stack);
+    for (size_t f = site; f < stack.size() && f < site + 4; ++f) {
+      std::string location = SourceLocation(*stack[f]);
+      std::cout << "      " << FunctionName(*stack[f]) << (location.empty() ? "" : "  " + location)
+                << "\n";
+    }
+  }
+  if (p.anomalies.size() > kShown) {
+    std::cout << "  (" << p.anomalies.size() - kShown << " more: summary --json lists them)\n";
+  }
+}
+
 int Summary(const SummaryOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
@@ -83,6 +136,8 @@ int Summary(const SummaryOptions& o) {
     WriteTotalsJson(&json, p);
     WriteRows(&json, "top_peak", by_peak);
     WriteRows(&json, "top_in_use_at_exit", by_leak);
+    WriteCustomHeapsJson(&json, p, &resolver);
+    WriteMarkersJson(&json, p);
     json.EndObject();
   } else {
     std::string command;
@@ -99,6 +154,7 @@ int Summary(const SummaryOptions& o) {
       facts.AddRow({"exec'd from", first + (more ? " (then " + std::to_string(more) +
                                                        " more exec'd images)" : "")});
     }
+    if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
                                   (p.end ? "" : "   (recording incomplete)")});
     facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " + FormatCount(t.allocations) +
@@ -113,12 +169,25 @@ int Summary(const SummaryOptions& o) {
                                   "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +
                                   " at most, " + FormatBytes(t.arena_leaked_bytes) + " at exit"});
     }
+    if (!p.heaps.empty() || !p.heap.empty()) {
+      facts.AddRow({"heap", p.heap.empty()
+                                ? "the figures above are the system heap's (malloc, mmap, "
+                                  "Python); it holds the custom heaps' backing memory"
+                                : "the figures above are custom heap " + p.heap + "'s"});
+    }
+    if (!p.markers.empty()) {
+      size_t snapshots = std::count_if(p.markers.begin(), p.markers.end(),
+                                       [](const Marker& m) { return m.snapshot; });
+      facts.AddRow({"markers", FormatCount(p.markers.size() - snapshots) + " markers, " +
+                                   FormatCount(snapshots) + " snapshot requests (memlens timeline)"});
+    }
     facts.AddRow({"threads", std::to_string(p.thread_count)});
     facts.AddRow({"dropped", FormatCount(t.dropped_events) + " events"});
     facts.Print(std::cout);
     PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
     PrintSites(("Top sites by memory in use at " + p.SnapshotLabel() + ":").c_str(), by_leak, true,
                t.leaked_bytes);
+    PrintCustomHeaps(p, &resolver);
   }
   PrintWarnings(p, resolver);
   return 0;

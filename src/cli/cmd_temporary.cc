@@ -66,6 +66,7 @@ int Temporary(const TemporaryOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     std::cout << "Temporary allocations (freed by their thread before it allocated anything "
                  "else): "
               << FormatCount(t.temporary) << " of " << FormatCount(t.allocations) << " ("

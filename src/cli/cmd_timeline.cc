@@ -2,11 +2,13 @@
 //
 // `memlens timeline FILE [--width N] [--height N]`: heap in use over time, with the resident
 // memory the agent sampled beside it (the gap is what the allocator keeps from the system),
-// and the peak; drawn in the terminal, or every point with --json.
+// and the peak, and the program's markers and snapshot requests; drawn in the terminal, or
+// every point with --json.
 #include <algorithm>
 #include <iostream>
 #include <memory>
 
+#include "analyzer/export/api_json.h"
 #include "analyzer/export/format_units.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
@@ -55,10 +57,50 @@ void Draw(const Profile& p, int width, int height) {
     std::string label = row == height || row == height / 2 || row == 1 ? FormatBytes(level) : "";
     std::cout << std::string(11 - std::min<size_t>(11, label.size()), ' ') << label << " |" << line << "\n";
   }
-  std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n"
-            << std::string(13 + peak_column, ' ') << "^\n"
+  std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n";
+  if (!p.markers.empty()) {  // markers (|) and snapshot requests (S) under their moments
+    std::string line(width, ' ');
+    for (const Marker& m : p.markers) {
+      char& c = line[column(p.SecondsAt(m.seq))];
+      c = m.snapshot ? 'S' : (c == 'S' ? 'S' : '|');
+    }
+    std::cout << "    markers  " << line << "\n";
+  }
+  std::cout << std::string(13 + peak_column, ' ') << "^\n"
             << std::string(13, ' ') << "0 s" << std::string(std::max(0, width - 3 - 9), ' ')
             << FormatSeconds(duration) << "\n";
+}
+
+// The markers by name: each name's count and first and last moments; one line each.
+void ListMarkers(const Profile& p) {
+  if (p.markers.empty()) return;
+  struct Seen {
+    size_t count = 0;
+    double first = 0, last = 0;
+    bool snapshot = false;
+  };
+  std::vector<std::pair<std::string, Seen>> names;  // in order of first appearance
+  for (const Marker& m : p.markers) {
+    std::string label = m.name + (m.category.empty() ? "" : " (" + m.category + ")");
+    auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == label; });
+    double t = p.SecondsAt(m.seq);
+    if (it == names.end()) {
+      names.push_back({label, Seen{0, t, t, m.snapshot}});
+      it = names.end() - 1;
+    }
+    it->second.count += 1;
+    it->second.last = t;
+  }
+  std::cout << "\nMarkers (|) and snapshot requests (S):\n";
+  for (const auto& [label, seen] : names) {
+    std::cout << "  " << (seen.snapshot ? "snapshot " : "marker ") << label << ": ";
+    if (seen.count == 1) {
+      std::cout << "at " << FormatSeconds(seen.first) << "\n";
+    } else {
+      std::cout << seen.count << " times, " << FormatSeconds(seen.first) << " to "
+                << FormatSeconds(seen.last) << "\n";
+    }
+  }
 }
 
 int Timeline(const TimelineOptions& o) {
@@ -95,9 +137,12 @@ int Timeline(const TimelineOptions& o) {
       json.EndObject();
     }
     json.EndArray();
+    WriteMarkersJson(&json, p);
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     Draw(p, o.width, o.height);
+    ListMarkers(p);
   }
   PrintWarnings(p, resolver);
   return 0;
@@ -107,7 +152,8 @@ int Timeline(const TimelineOptions& o) {
 
 Command AddTimelineCommand(CLI::App* app) {
   auto o = std::make_shared<TimelineOptions>();
-  CLI::App* cmd = app->add_subcommand("timeline", "Heap in use and resident memory over time");
+  CLI::App* cmd = app->add_subcommand(
+      "timeline", "Heap in use and resident memory over time, with the program's markers");
   AddAnalysisOptions(cmd, &o->common);
   cmd->add_option("--width", o->width, "columns of the chart")->capture_default_str();
   cmd->add_option("--height", o->height, "rows of the chart")->capture_default_str();

@@ -1,7 +1,10 @@
 // src/cli/cmd_top.cc
 //
-// `memlens top FILE [--by function|line|module|stack] [--sort peak|allocated|count|leaked]
-// [--limit N]`: the TopX table of allocation sites.
+// `memlens top FILE [--by function|line|module|stack|heap|type]
+// [--sort peak|allocated|count|leaked] [--limit N]`: the TopX table of allocation sites; by
+// heap, each heap's own figures (the system heap and the program's custom heaps, side by side,
+// never added up: the custom heaps' blocks lie inside the system heap's memory).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -22,16 +25,51 @@ struct TopOptions {
   size_t limit = 20;
 };
 
+// One row per heap, from each heap's own figures: its peak is its own. Heaps of one name (a name
+// reused) share a row.
+std::vector<SiteRow> HeapRows(const Profile& p) {
+  std::vector<SiteRow> rows(1);
+  rows[0].site.function = "system";
+  const Totals& t = p.totals;
+  rows[0].stats.allocations = t.allocations;
+  rows[0].stats.allocated_bytes = t.allocated_bytes;
+  rows[0].stats.peak_bytes = t.peak_bytes;
+  rows[0].stats.peak_blocks = t.peak_blocks;
+  rows[0].stats.leaked_bytes = t.leaked_bytes;
+  rows[0].stats.leaked_blocks = t.leaked_blocks;
+  rows[0].stats.python_allocated_bytes = t.python_allocated_bytes;
+  for (const HeapFigures& h : p.heaps) {
+    auto it = std::find_if(rows.begin() + 1, rows.end(),
+                           [&](const SiteRow& r) { return r.site.function == h.name; });
+    if (it == rows.end()) {
+      rows.emplace_back();
+      rows.back().site.function = h.name;
+      it = rows.end() - 1;
+    }
+    it->stats.allocations += h.allocations;
+    it->stats.allocated_bytes += h.allocated_bytes;
+    it->stats.peak_bytes += h.peak_bytes;
+    it->stats.peak_blocks += h.peak_blocks;
+    it->stats.leaked_bytes += h.in_use_bytes;
+    it->stats.leaked_blocks += h.in_use_blocks;
+  }
+  return rows;
+}
+
 int Top(const TopOptions& o) {
   GroupBy group;
   SortBy sort;
-  if (!ParseGroupBy(o.by, &group)) return Complain("top: --by must be function, line, module or stack");
+  if (!ParseGroupBy(o.by, &group)) {
+    return Complain("top: --by must be function, line, module, stack, heap or type");
+  }
   if (!ParseSortBy(o.sort, &sort)) return Complain("top: --sort must be peak, allocated, count or leaked");
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p);
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto rows = GroupSites(p, &resolver, group);
+  bool named = group == GroupBy::kHeap || group == GroupBy::kType;  // rows are names
+  auto rows = group == GroupBy::kHeap && o.common.filters.heap.empty() ? HeapRows(p)
+                                                                      : GroupSites(p, &resolver, group);
   SortRows(&rows, sort);
   if (rows.size() > o.limit) rows.resize(o.limit);
   if (o.common.json) {
@@ -44,8 +82,12 @@ int Top(const TopOptions& o) {
     json.BeginArray();
     for (const auto& r : rows) {
       json.BeginObject();
-      json.Key("site");
-      WriteFrame(&json, r.site);
+      if (named) {
+        json.Field(group == GroupBy::kHeap ? "heap" : "type", r.site.function);
+      } else {
+        json.Key("site");
+        WriteFrame(&json, r.site);
+      }
       WriteStats(&json, r.stats);
       if (group == GroupBy::kStack) WriteStack(&json, "stack", r.stack);
       json.EndObject();
@@ -53,6 +95,7 @@ int Top(const TopOptions& o) {
     json.EndArray();
     json.EndObject();
   } else {
+    PrintEstimateNote(p);
     TextTable table;
     for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE"}) {
       table.AddColumn(title, TextTable::kRight);
@@ -60,9 +103,13 @@ int Top(const TopOptions& o) {
     // The share of the allocated bytes that came through Python's allocator, when any did.
     bool python = p.totals.python_allocated_bytes > 0;
     if (python) table.AddColumn("PY%", TextTable::kRight);
-    table.AddColumn("MODULE", TextTable::kLeft);
-    if (group != GroupBy::kModule) table.AddColumn("LOCATION", TextTable::kLeft);
-    if (group != GroupBy::kModule) table.AddColumn("FUNCTION", TextTable::kLeft);
+    if (named) {
+      table.AddColumn(group == GroupBy::kHeap ? "HEAP" : "TYPE", TextTable::kLeft);
+    } else {
+      table.AddColumn("MODULE", TextTable::kLeft);
+      if (group != GroupBy::kModule) table.AddColumn("LOCATION", TextTable::kLeft);
+      if (group != GroupBy::kModule) table.AddColumn("FUNCTION", TextTable::kLeft);
+    }
     for (const auto& r : rows) {
       std::vector<std::string> cells = {FormatBytes(r.stats.peak_bytes),
                                         FormatBytes(r.stats.allocated_bytes),
@@ -71,15 +118,26 @@ int Top(const TopOptions& o) {
       if (python) {
         cells.push_back(FormatPercent(r.stats.python_allocated_bytes, r.stats.allocated_bytes));
       }
-      cells.push_back(ModuleName(r.site));
-      if (group != GroupBy::kModule) {
+      if (named) {
+        cells.push_back(r.site.function);
+      } else {
+        cells.push_back(ModuleName(r.site));
+      }
+      if (!named && group != GroupBy::kModule) {
         cells.push_back(SourceLocation(r.site));
         cells.push_back(FunctionName(r.site));
       }
       table.AddRow(cells);
     }
     std::cout << "Top " << rows.size() << " by " << o.by << ", sorted by " << o.sort
-              << "; in use at " << p.SnapshotLabel() << "\n";
+              << "; in use at " << p.SnapshotLabel();
+    if (group == GroupBy::kHeap && o.common.filters.heap.empty()) {
+      std::cout << "\n(each heap's own figures, its own peak; not a sum: the custom heaps' blocks "
+                   "lie inside memory the system heap counts)";
+    } else if (!o.common.filters.heap.empty() || !p.heaps.empty()) {
+      std::cout << "; heap " << p.HeapDisplayName();
+    }
+    std::cout << "\n";
     table.Print(std::cout);
     if (group == GroupBy::kStack) {
       for (size_t i = 0; i < rows.size(); ++i) {
@@ -104,7 +162,10 @@ Command AddTopCommand(CLI::App* app) {
   auto o = std::make_shared<TopOptions>();
   CLI::App* cmd = app->add_subcommand("top", "The top allocation sites, grouped and sorted");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
-  cmd->add_option("--by", o->by, "group by function, line, module or stack")->capture_default_str();
+  cmd->add_option("--by", o->by,
+                  "group by function, line, module, stack, heap (each heap's own figures) or\n"
+                  "type (the type names of custom heaps' blocks)")
+      ->capture_default_str();
   cmd->add_option("--sort", o->sort, "sort by peak, allocated, count or leaked")->capture_default_str();
   cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();
   return {cmd, [o] { return Top(*o); }};

@@ -24,6 +24,8 @@ struct Collector : RecordVisitor {
   std::vector<TimeRecord> times;
   std::vector<EndRecord> ends;
   std::vector<uint64_t> drops;
+  std::vector<uint64_t> sampling_rates;
+  void OnSampling(const SamplingRecord& r) override { sampling_rates.push_back(r.rate); }
   void OnProcess(const ProcessRecord& r) override { processes.push_back(r); }
   void OnModule(const ModuleRecord& r) override { modules.push_back(r); }
   void OnModuleUnload(const ModuleUnloadRecord& r) override { unloads.push_back(r.id); }
@@ -50,6 +52,54 @@ std::vector<Event> SampleEvents() {
   };
 }
 
+// The instrumentation API's events and strings: every kind round-trips with its fields, and the
+// annotation frames keep their kind and value.
+TEST(Records, ApiEventsAndStringsRoundTrip) {
+  struct Strings : Collector {
+    std::vector<StringRecord> strings;
+    void OnString(const StringRecord& r) override { strings.push_back(r); }
+  } c;
+  std::vector<Event> events = {
+      {0, EventKind::kHeapCreate, 1, 2, 4, 1},
+      {1, EventKind::kHeapAlloc, 0x7f0000001000, 64, 6, 1},
+      {2, EventKind::kHeapFree, 0x7f0000001000, 0, 5, 1},
+      {3, EventKind::kHeapRealloc, 0x7f0000002000, 128, 6, 1},
+      {4, EventKind::kHeapReset, 1, 0, 0, 1},
+      {5, EventKind::kHeapDestroy, 1, 0, 0, 1},
+      {6, EventKind::kMarker, 3, 4, 0, 1},
+      {7, EventKind::kSnapshot, 3, 0, 0, 1},
+  };
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.String({3, "frame"});
+  enc.String({4, ""});
+  enc.BeginEvents(1);
+  for (const auto& e : events) enc.AddEvent(e);
+  enc.FinishEvents();
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(payload, &c, &error)) << error;
+  ASSERT_EQ(c.strings.size(), 2u);
+  EXPECT_EQ(c.strings[0].id, 3u);
+  EXPECT_EQ(c.strings[0].text, "frame");
+  EXPECT_EQ(c.strings[1].text, "");
+  ASSERT_EQ(c.events.size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(c.events[i].kind, events[i].kind) << i;
+    EXPECT_EQ(c.events[i].address, events[i].address) << i;
+    EXPECT_EQ(c.events[i].size, HasSize(events[i].kind) ? events[i].size : 0) << i;
+    EXPECT_EQ(c.events[i].stack, HasStack(events[i].kind) ? events[i].stack : 0) << i;
+  }
+  EXPECT_EQ(c.events[6].size, 4u);  // a marker's category
+  EXPECT_EQ(c.events[2].stack, 5u);  // a heap free carries its stack
+  uint64_t ip = AnnotationFrameIp(Annotation::kType, 0xfffffffe);
+  EXPECT_TRUE(IsAnnotationFrameIp(ip));
+  EXPECT_FALSE(IsPythonFrameIp(ip));
+  EXPECT_EQ(AnnotationKind(ip), Annotation::kType);
+  EXPECT_EQ(AnnotationValue(ip), 0xfffffffeu);
+  EXPECT_FALSE(IsAnnotationFrameIp(PythonFrameIp(3, 4)));
+  EXPECT_FALSE(IsAnnotationFrameIp(0x7fffffffffff));
+}
+
 TEST(Varint, RoundTripsEdges) {
   for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 300ull, 1ull << 63, ~0ull}) {
     std::string s;
@@ -74,6 +124,7 @@ TEST(Records, EveryTypeRoundTrips) {
   ModuleRecord module{3, 0x400000, "/bin/prog", std::string("\x01\x02\xff", 3),
                       {{0x401000, 0x2000}, {0x500000, 16}}};
   enc.Process(process);
+  enc.Sampling({524288});
   enc.Module(module);
   enc.ModuleUnload({3});
   enc.Thread({7, 12345});
@@ -94,6 +145,7 @@ TEST(Records, EveryTypeRoundTrips) {
   EXPECT_EQ(c.processes[0].pid, 42u);
   EXPECT_EQ(c.processes[0].argv, process.argv);
   EXPECT_EQ(c.processes[0].executable, "/bin/prog");
+  EXPECT_EQ(c.sampling_rates, std::vector<uint64_t>{524288});
   ASSERT_EQ(c.modules.size(), 1u);
   EXPECT_EQ(c.modules[0].build_id, module.build_id);
   ASSERT_EQ(c.modules[0].segments.size(), 2u);
@@ -145,6 +197,10 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
                          std::string("\x01\x01\x01\x01\x7f\x01\x00\x01\x00\x00\x00", 11);
   EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
+  // A sampling rate of 0 would divide by zero in every estimate: refused.
+  std::string zero_rate = {static_cast<char>(RecordType::kSampling), '\0'};
+  EXPECT_FALSE(DecodeRecords(zero_rate, &c, &error));
+  EXPECT_NE(error.find("rate 0"), std::string::npos) << error;
 }
 
 TEST(Records, BatchCountsMustMatchTheColumns) {

@@ -247,6 +247,22 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         if (c.ok()) v->OnResident(r);
         break;
       }
+      case RecordType::kString: {
+        StringRecord r;
+        r.id = c.Varint();
+        r.text = c.String();
+        if (c.ok()) v->OnString(r);
+        break;
+      }
+      case RecordType::kSampling: {
+        SamplingRecord r{c.Varint()};
+        if (c.ok() && r.rate == 0) {
+          *error = "sampling record with rate 0 at payload offset " + std::to_string(record_offset);
+          return false;
+        }
+        if (c.ok()) v->OnSampling(r);
+        break;
+      }
       default:
         *error = "unknown record type " + std::to_string(static_cast<int>(type)) +
                  " at payload offset " + std::to_string(record_offset);
@@ -284,6 +300,14 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kMremapOld: return "mremap(old)";
     case EventKind::kMremapNew: return "mremap";
     case EventKind::kMremapFailed: return "mremap(failed)";
+    case EventKind::kHeapCreate: return "heap create";
+    case EventKind::kHeapAlloc: return "heap alloc";
+    case EventKind::kHeapRealloc: return "heap realloc";
+    case EventKind::kHeapFree: return "heap free";
+    case EventKind::kHeapReset: return "heap reset";
+    case EventKind::kHeapDestroy: return "heap destroy";
+    case EventKind::kMarker: return "marker";
+    case EventKind::kSnapshot: return "snapshot";
   }
   return "?";
 }
@@ -300,7 +324,7 @@ const char* EndReasonName(EndReason reason) {
 
 bool IsKnownEventKind(uint8_t k) {
   return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36) || k == 40 ||
-         k == 41;
+         k == 41 || (k >= 48 && k <= 53) || k == 56 || k == 57;
 }
 
 }  // namespace memlens::format

@@ -26,6 +26,8 @@ class RecordVisitor {
   virtual void OnDrops(const DropsRecord&) {}
   virtual void OnPythonCode(const PythonCodeRecord&) {}
   virtual void OnResident(const ResidentRecord&) {}
+  virtual void OnString(const StringRecord&) {}
+  virtual void OnSampling(const SamplingRecord&) {}
 };
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before

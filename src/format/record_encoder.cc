@@ -90,6 +90,17 @@ void RecordEncoder::Resident(const ResidentRecord& r) {
   PutVarint(out_, r.bytes);
 }
 
+void RecordEncoder::String(const StringRecord& r) {
+  PutType(out_, RecordType::kString);
+  PutVarint(out_, r.id);
+  PutString(out_, r.text);
+}
+
+void RecordEncoder::Sampling(const SamplingRecord& r) {
+  PutType(out_, RecordType::kSampling);
+  PutVarint(out_, r.rate);
+}
+
 void RecordEncoder::BeginEvents(uint32_t thread) {
   batches_.push_back({thread, 0});
   last_seq_ = 0;

@@ -26,6 +26,8 @@ class RecordEncoder {
   void Drops(const DropsRecord& r);
   void PythonCode(const PythonCodeRecord& r);
   void Resident(const ResidentRecord& r);
+  void String(const StringRecord& r);
+  void Sampling(const SamplingRecord& r);
 
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();

@@ -4,7 +4,9 @@
 // reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
-// there are none yet). Nothing was released before Python support, which is part of 1.0.
+// there are none yet). Nothing was released before Python support, which is part of 1.0; the
+// instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
+// (kSampling) made it 2.0.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -18,7 +20,7 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMajor = 2;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 
@@ -34,6 +36,8 @@ enum class RecordType : uint8_t {
   kDrops = 9,         // events lost since the last kDrops record (full buffer, failing sink)
   kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
   kResident = 11,     // the process's resident memory (RSS), sampled by the writer
+  kString = 12,       // an interned string (heap, marker, snapshot and type names) by id
+  kSampling = 16,     // this image's heap allocations are sampled (right after its kProcess)
 };
 
 // What an event did. The analyzer pairs frees with allocations by address; see
@@ -61,19 +65,34 @@ enum class EventKind : uint8_t {
   kMremapFailed = 36,   // ...or it failed, the old range lives on
   kPyArenaAlloc = 40,   // an arena of Python's small-object allocator (pymalloc): not a user
   kPyArenaFree = 41,    // allocation, reported as its own figure
+  // The instrumentation API (include/memlens/memlens.h). A custom heap's block events carry
+  // the heap (and the type) as annotation frames, innermost in their stacks (see below).
+  kHeapCreate = 48,   // address = heap id, size = name string id; stack: where
+  kHeapAlloc = 49,    // a block handed out by a custom heap; stack: [heap][type] + where
+  kHeapRealloc = 50,  // the new block of a custom heap's realloc (its old one: a kHeapFree)
+  kHeapFree = 51,     // a block given back to its custom heap; stack: [heap] + where
+  kHeapReset = 52,    // address = heap id: every block of the heap released at once
+  kHeapDestroy = 53,  // address = heap id: the heap and its blocks are gone
+  kMarker = 56,       // address = name string id, size = category string id (0: none)
+  kSnapshot = 57,     // address = name string id: the program asked for a snapshot here
 };
 
 inline bool IsHeapAlloc(EventKind k) { return static_cast<uint8_t>(k) < 16; }
 inline bool IsPythonAlloc(EventKind k) {
   return k == EventKind::kPyObjAlloc || k == EventKind::kPyMemAlloc || k == EventKind::kPyRawAlloc;
 }
+// A custom heap's events: 48..53.
+inline bool IsCustomHeapEvent(EventKind k) {
+  return static_cast<uint8_t>(k) >= 48 && static_cast<uint8_t>(k) <= 53;
+}
 inline bool HasStack(EventKind k) {
   return IsHeapAlloc(k) || k == EventKind::kMmap || k == EventKind::kMremapNew ||
-         k == EventKind::kPyArenaAlloc;
+         k == EventKind::kPyArenaAlloc ||
+         (static_cast<uint8_t>(k) >= 48 && static_cast<uint8_t>(k) <= 51);
 }
 inline bool HasSize(EventKind k) {
-  return HasStack(k) || k == EventKind::kMunmap || k == EventKind::kMremapOld ||
-         k == EventKind::kPyArenaFree;
+  return (HasStack(k) && k != EventKind::kHeapFree) || k == EventKind::kMunmap ||
+         k == EventKind::kMremapOld || k == EventKind::kPyArenaFree || k == EventKind::kMarker;
 }
 
 // A stack node's ip is either a native return address or, with bit 63 set, a Python frame:
@@ -86,6 +105,17 @@ inline uint64_t PythonFrameIp(uint64_t code_id, uint64_t line) {
 }
 inline uint64_t PythonFrameCode(uint64_t ip) { return (ip & ~kPythonFrameTag) >> 24; }
 inline uint64_t PythonFrameLine(uint64_t ip) { return ip & kMaxPythonLine; }
+// An ip with bit 62 set and bit 63 clear is an annotation frame, written by the agent innermost
+// in the stack of a custom heap's block event: bits 32..39 the annotation's kind, bits 0..31
+// its value (a heap id, or the string id of a type name). No code address has bit 62 set.
+enum class Annotation : uint8_t { kHeap = 1, kType = 2 };
+inline constexpr uint64_t kAnnotationFrameTag = uint64_t{1} << 62;
+inline bool IsAnnotationFrameIp(uint64_t ip) { return (ip >> 62) == 1; }
+inline uint64_t AnnotationFrameIp(Annotation kind, uint32_t value) {
+  return kAnnotationFrameTag | (uint64_t{static_cast<uint8_t>(kind)} << 32) | value;
+}
+inline Annotation AnnotationKind(uint64_t ip) { return static_cast<Annotation>((ip >> 32) & 0xff); }
+inline uint32_t AnnotationValue(uint64_t ip) { return static_cast<uint32_t>(ip); }
 // Address coding in event batches (docs/capture-format.md): a delta from the previous event of
 // the same chain (allocations; releases), taken on the address rotated right by 4 bits, since
 // nearly every block is 16-byte aligned and its low nibble carries nothing.
@@ -166,6 +196,22 @@ struct DropsRecord {
 struct ResidentRecord {
   uint64_t monotonic_ns = 0;  // since ProcessRecord::start_monotonic_ns
   uint64_t bytes = 0;         // resident set size
+};
+
+// Strings are interned by the agent: ids 1, 2, 3... per program image, each written once before
+// the first event or annotation frame that refers to it. Id 0 is "no name" (or the agent's
+// table was full).
+struct StringRecord {
+  uint64_t id = 0;
+  std::string text;
+};
+
+// A sampled image: each byte of a heap allocation (kinds 1-12) was sampled with probability
+// 1/rate, so a block of size s is recorded with probability 1 - exp(-s/rate), and its free only
+// when the block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale
+// each recorded block back by 1 / (1 - exp(-s/rate)) (docs/sampling.md).
+struct SamplingRecord {
+  uint64_t rate = 0;  // mean bytes between samples; > 0
 };
 
 struct PythonCodeRecord {

@@ -102,6 +102,11 @@
         'allocated; pymalloc arenas peak ' + fmtBytes(t.pymalloc_arena_peak_bytes));
     }
     const warnings = document.getElementById('warnings');
+    if (c.estimates) {  // a sampled capture: say so before anything else (docs/sampling.md)
+      warnings.append(el('li', { id: 'estimates-note', text: 'Estimates: heap allocations were ' +
+        'sampled (one byte in ' + fmtBytes(c.sample_rate) + ' on average); every byte and ' +
+        'block figure is scaled up from the samples.' }));
+    }
     for (const w of c.warnings) warnings.append(el('li', { text: w }));
     document.getElementById('footer').textContent = data.generator + ', capture ' + c.path;
   }
@@ -358,6 +363,26 @@
       'peak ' + fmtBytes(peak.bytes)));
     for (const cp of CP) {
       svg.append(svgEl('line', { x1: X(cp.time_s), x2: X(cp.time_s), y1: T + ph, y2: T + ph + 5, class: 'checkpoint-mark' }));
+    }
+    // The program's markers (ticks from the top) and snapshot requests (full height), named on hover.
+    const markers = data.timeline.markers || [];
+    for (const [s, label, snapshot] of markers) {
+      const tick = svgEl('line', { x1: X(s), x2: X(s), y1: T, y2: snapshot ? T + ph : T + 8,
+        class: snapshot ? 'snapshot-mark' : 'marker-mark', 'data-label': label });
+      tick.append(svgEl('title', {}, (snapshot ? 'snapshot ' : 'marker ') + label + ' at ' + fmtSec(s)));
+      svg.append(tick);
+    }
+    if (markers.length) {  // which markers the ticks are, by name and count
+      const counts = new Map();
+      for (const [, label, snapshot] of markers) {
+        const key = (snapshot ? 'snapshot ' : '') + label;
+        counts.set(key, (counts.get(key) || 0) + 1);
+      }
+      const names = [...counts].slice(0, 6).map(([k, n]) => (n > 1 ? k + ' \u00d7' + n : k));
+      svg.append(svgEl('text', { x: L + 4, y: T + 20, class: 'axis', id: 'timeline-markers' },
+        'markers: ' + names.join(', ') + (counts.size > 6 ? ', \u2026' : '') +
+        (data.timeline.markers_total > markers.length ? ' (' + markers.length + ' of ' +
+          data.timeline.markers_total + ' shown)' : '')));
     }
     svg.append(svgEl('text', { x: W - R, y: T + 10, 'text-anchor': 'end', class: 'axis' },
       'heap in use (solid), resident (dashed)'));

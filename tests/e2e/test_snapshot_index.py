@@ -12,6 +12,8 @@ import pytest
 
 from conftest import MEMLENS, PROGRAMS, memlens
 
+EXAMPLES = PROGRAMS.parent.parent / "examples"
+
 # Tiny test programs have a few thousand events: checkpoints every 50 events or so.
 SPACING = "50"
 PROGRAMS_TO_INDEX = ["phases", "threads8", "exec_other", "realloc_chain", "mmap_anon",
@@ -61,6 +63,18 @@ def captures(tmp_path_factory):
                           capture_output=True, text=True, timeout=120, cwd=folder)
     assert proc.returncode == 0, proc.stderr
     found["python"] = capture
+    # A sampled capture (weights in the saved state) and one with markers.
+    capture = folder / "sampled.mlens"
+    proc = subprocess.run([str(MEMLENS), "run", "--sample-rate", "256", "-o", str(capture), "--",
+                           str(PROGRAMS / "threads8")], capture_output=True, text=True, timeout=60,
+                          cwd=folder, env={**os.environ, "MEMLENS_SAMPLE_SEED": "7"})
+    assert proc.returncode == 0, proc.stderr
+    found["sampled"] = capture
+    capture = folder / "game_loop.mlens"
+    proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", str(EXAMPLES / "game_loop")],
+                          capture_output=True, text=True, timeout=60, cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    found["game_loop"] = capture
     return found
 
 
@@ -71,11 +85,13 @@ def moments(capture):
     return ["peak"] + [f"t={duration * f:.4f}" for f in (0.1, 0.35, 0.6, 0.85)], data["totals"]["events"]
 
 
-@pytest.mark.parametrize("program", PROGRAMS_TO_INDEX + ["python"])
+@pytest.mark.parametrize("program", PROGRAMS_TO_INDEX + ["python", "sampled", "game_loop"])
 def test_resumed_snapshots_equal_full_replays(captures, program):
     capture = captures[program]
     used_checkpoints = 0
     specs, events = moments(capture)
+    if program == "game_loop":  # markers are exact places: the index must resume there too
+        specs += ["marker:frame#3", "marker:frame#60", "marker:shutdown"]
     for spec in specs:
         for view in (["summary", "--json"], ["top", "--json", "--by", "line", "--limit", "10000"],
                      ["map", "--json"], ["histogram", "--json"]):

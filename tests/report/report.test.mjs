@@ -188,3 +188,14 @@ test('a hostile function and file name is shown as text',
   assertClean(seen, url);
   await page.close();
 });
+
+test('the program\'s markers show on the timeline', async () => {
+  const { html } = recordAndReport('game_loop', [path.join(BUILD, 'examples', 'game_loop')]);
+  const { page, seen, url } = await open(html);
+  assert.equal(await page.locator('#timeline-svg line.marker-mark').count(), 101);
+  assert.equal(await page.locator('#timeline-svg line.marker-mark[data-label="frame (loop)"]').count(), 100);
+  assert.equal(await page.locator('#timeline-markers').textContent(),
+    'markers: frame (loop) \u00d7100, shutdown');
+  assertClean(seen, url);
+  await page.close();
+});

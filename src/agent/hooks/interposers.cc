@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/hooks/real_functions.h"
 #include "agent/recorder/recorder.h"
+#include "agent/recorder/unwinder.h"
 
 using memlens::agent::HookGuard;
 using memlens::agent::RecordAlloc;
@@ -223,6 +224,8 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
   Enter();
   memlens::agent::BeforeDlclose();
   int rc = real::dlclose(handle);
+  // Unwind rules and previous stacks may name the unmapped code: every thread forgets them.
+  memlens::agent::g_code_generation.fetch_add(1, std::memory_order_release);
   memlens::agent::NoteModulesChanged();
   return rc;
 }

@@ -2,8 +2,6 @@
 #include "agent/recorder/recorder.h"
 
 #include <elf.h>
-#define UNW_LOCAL_ONLY  // in-process unwinding only: the fast, local flavour of libunwind
-#include <libunwind.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -13,7 +11,9 @@
 #include <cstring>
 
 #include "agent/python_support.h"
+#include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
+#include "agent/recorder/unwinder.h"
 
 extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
 
@@ -106,10 +106,7 @@ RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
   }
 }
 
-RawEvent* Reserve(ThreadBuffer** buffer_out, uint32_t size) {
-  ThreadBuffer* buffer = ThisThreadBuffer();
-  if (!buffer) return nullptr;
-  *buffer_out = buffer;
+RawEvent* Reserve(ThreadBuffer* buffer, uint32_t size) {
   RawEvent* event = buffer->Reserve(size);
   if (__builtin_expect(event == nullptr, 0)) event = ReserveSlow(buffer, size);
   return event;
@@ -126,30 +123,63 @@ void Publish(ThreadBuffer* buffer, RawEvent* event) {
   }
 }
 
-// Return addresses of the caller of the interposed function and outwards, innermost first.
-int CaptureStack(uint64_t* frames, uint8_t* truncated) {
-  int n = unw_backtrace(reinterpret_cast<void**>(frames), kMaxNativeFrames);
-  int skip = 0;
-  while (skip < n && IsOwnCode(frames[skip])) ++skip;
-  if (skip > 0 && skip < n) std::memmove(frames, frames + skip, (n - skip) * sizeof(uint64_t));
-  *truncated = n == kMaxNativeFrames;
-  return n - skip;
+// Changed frames that do not fit beside the allocation go ahead of it in stack pieces, so a
+// stack of any depth streams through the ring. Returns false when the ring has no room.
+bool PublishPieces(ThreadBuffer* buffer, const uint64_t** frames, uint32_t* count,
+                   uint32_t keep_for_event) {
+  for (bool first = true; *count > keep_for_event; first = false) {
+    uint32_t n = *count - keep_for_event;
+    if (n > static_cast<uint32_t>(kMaxFrames)) n = kMaxFrames;
+    uint32_t size = static_cast<uint32_t>(sizeof(RawEvent) + n * sizeof(uint64_t));
+    RawEvent* piece = Reserve(buffer, size);
+    if (!piece) return false;
+    piece->kind = kStackPieceKind;
+    piece->flags = first ? kFirstPiece : 0;
+    piece->frame_count = static_cast<uint16_t>(n);
+    piece->record_size = size;
+    std::memcpy(piece + 1, *frames, n * sizeof(uint64_t));
+    Publish(buffer, piece);
+    *frames += n;
+    *count -= n;
+  }
+  return true;
 }
 
 }  // namespace
 
 void InitializeRecorder() {
   FindSelfRange();
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  InitializeUnwinder();
 }
 
-void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+namespace {
+
+// An event with the caller's stack; `annotation`, when given, goes first (raw_event.h).
+void RecordWithStack(format::EventKind kind, const void* address, size_t size,
+                     const uint64_t* annotation) {
   // Python frames first, before the ring holds an open reservation: reading them may allocate
   // (a new code object's name), and a pymalloc arena taken then is recorded at once.
   int python = ReadPythonFrames(t_python_frames, kMaxPythonFrames);
-  ThreadBuffer* buffer;
-  RawEvent* event = Reserve(&buffer, kMaxRecordSize);
-  if (!event) {
+  ThreadBuffer* buffer = ThisThreadBuffer();
+  if (!buffer) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  CapturedStack stack;
+  CaptureStack(buffer->unwind, &stack);
+  const uint64_t* fresh = stack.fresh;
+  uint32_t native = stack.fresh_count;
+  const uint32_t extra = annotation ? 2 : 1;  // `kept`, and the annotation word if any
+  const uint32_t room = kMaxFrames - extra - python;  // beside them and the Python frames
+  const bool pieces = native > room;
+  RawEvent* event = nullptr;
+  uint32_t record_size = 0;
+  if (!pieces || PublishPieces(buffer, &fresh, &native, room)) {
+    record_size =
+        static_cast<uint32_t>(sizeof(RawEvent) + (extra + native + python) * sizeof(uint64_t));
+    event = Reserve(buffer, record_size);
+  }
+  if (!event) {  // not committed: the next stack stays relative to the last recorded one
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -157,19 +187,35 @@ void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
   event->address = reinterpret_cast<uintptr_t>(address);
   event->size = size;
   event->kind = static_cast<uint8_t>(kind);
-  auto* frames = reinterpret_cast<uint64_t*>(event + 1);
-  int native = CaptureStack(frames, &event->truncated);
-  // The thread's Python frames follow the native ones; the writer merges the two.
-  if (python) std::memcpy(frames + native, t_python_frames, python * sizeof(uint64_t));
+  event->flags = kHasStack | (stack.truncated ? kTruncated : 0) | (pieces ? kAfterPieces : 0);
   event->frame_count = static_cast<uint16_t>(native);
-  event->record_size =
-      static_cast<uint32_t>(sizeof(RawEvent) + (native + python) * sizeof(uint64_t));
+  event->record_size = record_size;
+  auto* words = reinterpret_cast<uint64_t*>(event + 1);
+  if (annotation) *words++ = *annotation;
+  words[0] = stack.kept;
+  std::memcpy(words + 1, fresh, native * sizeof(uint64_t));
+  // The thread's Python frames follow the native ones; the writer merges the two.
+  if (python) std::memcpy(words + 1 + native, t_python_frames, python * sizeof(uint64_t));
   Publish(buffer, event);
+  CommitStack(buffer->unwind, stack);
+}
+
+}  // namespace
+
+void RecordAlloc(format::EventKind kind, const void* address, size_t size) {
+  if (!AdmitAlloc(kind, address, size)) return;  // sampling mode: not this one (sampler.h)
+  RecordWithStack(kind, address, size, nullptr);
+}
+
+void RecordAnnotated(format::EventKind kind, const void* address, size_t size,
+                     uint64_t annotation) {
+  RecordWithStack(kind, address, size, &annotation);
 }
 
 void RecordRelease(format::EventKind kind, const void* address, size_t size) {
-  ThreadBuffer* buffer;
-  RawEvent* event = Reserve(&buffer, sizeof(RawEvent));
+  if (!AdmitRelease(kind, address)) return;  // sampling mode: its block was not recorded
+  ThreadBuffer* buffer = ThisThreadBuffer();
+  RawEvent* event = buffer ? Reserve(buffer, sizeof(RawEvent)) : nullptr;
   if (!event) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -178,12 +224,13 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   event->address = reinterpret_cast<uintptr_t>(address);
   event->size = size;
   event->kind = static_cast<uint8_t>(kind);
-  event->truncated = 0;
+  event->flags = 0;
   event->frame_count = 0;
   event->record_size = sizeof(RawEvent);
   Publish(buffer, event);
 }
 
+void CountDroppedEvent() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
 uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }
 uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed); }
 uint64_t TakeDroppedEvents() {

@@ -65,11 +65,17 @@ class HookGuard {
   HookGuard& operator=(const HookGuard&) = delete;
 };
 
-// Both must be called under a HookGuard.
+// All must be called under a HookGuard. RecordAlloc and RecordAnnotated capture the caller's
+// stack; RecordRelease records no stack (also used for the API's markers and heap resets).
 void RecordAlloc(format::EventKind kind, const void* address, size_t size);
 void RecordRelease(format::EventKind kind, const void* address, size_t size);
+// A custom heap's block event (HasAnnotationWord): `annotation` (heap id << 32 | type string
+// id) travels in the first word after the RawEvent, before the frames (raw_event.h).
+void RecordAnnotated(format::EventKind kind, const void* address, size_t size,
+                     uint64_t annotation);
 
 // Counters for the END record and the summary.
+void CountDroppedEvent();  // an event left out for want of room (or of a sampling-table slot)
 uint64_t EventsRecorded();
 uint64_t TakeDroppedEvents();  // since the last call
 uint64_t DroppedEventsTotal();

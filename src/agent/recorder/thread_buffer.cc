@@ -7,6 +7,8 @@
 
 #include <new>
 
+#include "agent/recorder/unwinder.h"
+
 namespace memlens::agent {
 namespace {
 
@@ -56,8 +58,14 @@ ThreadBuffer* AcquireThreadBuffer() {
                                                 PROT_READ | PROT_WRITE,
                                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (mem == MAP_FAILED) return nullptr;
+    UnwindState* unwind = NewUnwindState();
+    if (!unwind) {
+      syscall(SYS_munmap, mem, header + ThreadBuffer::kCapacity);
+      return nullptr;
+    }
     buffer = new (mem) ThreadBuffer();
     buffer->data = static_cast<uint8_t*>(mem) + header;
+    buffer->unwind = unwind;
     buffer->state.store(ThreadBuffer::kActive, std::memory_order_relaxed);
     ThreadBuffer* head = g_registry.load(std::memory_order_relaxed);
     do {
@@ -69,6 +77,7 @@ ThreadBuffer* AcquireThreadBuffer() {
   buffer->tid = static_cast<uint64_t>(syscall(SYS_gettid));
   buffer->wake_requested = false;
   buffer->gave_up_at_round = ~uint64_t{0};
+  ResetUnwindState(buffer->unwind);  // the writer forgets its copy when it frees the buffer
   // announced is the writer's: it resets it when it recycles the buffer (see writer.cc).
   return buffer;
 }

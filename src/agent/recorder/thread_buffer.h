@@ -19,6 +19,8 @@
 
 namespace memlens::agent {
 
+struct UnwindState;
+
 class ThreadBuffer {
  public:
   enum State : int { kFree = 0, kActive = 1, kRetired = 2 };
@@ -44,6 +46,8 @@ class ThreadBuffer {
   bool wake_requested = false;  // producer side: asked the writer to drain early
   uint64_t gave_up_at_round = ~uint64_t{0};  // producer side: dropping until the writer moves
   ThreadBuffer* next = nullptr;  // registry list; written once before publication
+  UnwindState* unwind = nullptr;  // producer side: the thread's previous stack (unwinder.h)
+  void* writer_stacks = nullptr;  // writer side: its copy of that stack (writer.cc)
 
   uint8_t* data = nullptr;
 

@@ -20,6 +20,7 @@ void StackInterner::ForgetPaths() {
   children_.assign(children_.size(), 0);
   children_used_ = 0;
   first_live_node_ = nodes_.size();
+  ++generation_;
   cache_.assign(kCachedStacks, CachedStack{});
 }
 

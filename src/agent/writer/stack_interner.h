@@ -25,7 +25,20 @@ class StackInterner {
   template <typename Fn>
   uint64_t Intern(const uint64_t* frames, int count, Fn&& on_new_node);
 
+  // The id of node `parent`'s child for frame ip (parent 0: the root, ip an outermost frame);
+  // creates it, calling on_new_node(parent, ip), when new. Extending a path one frame at a
+  // time, outermost first, gives the same id as Intern of the whole stack.
+  template <typename Fn>
+  uint64_t Extend(uint64_t parent, uint64_t ip, Fn&& on_new_node) {
+    bool created = false;
+    uint64_t id = Child(parent, ip, &created);
+    if (created) on_new_node(parent, ip);
+    return id;
+  }
+
   size_t node_count() const { return nodes_.size() - 1; }
+  // Changes whenever ForgetPaths runs: ids from an older generation must not be extended.
+  uint64_t generation() const { return generation_; }
   // From now on every stack gets new nodes (ids go on rising): after a module is unloaded the
   // same addresses may belong to another library.
   void ForgetPaths();
@@ -54,6 +67,7 @@ class StackInterner {
   std::vector<uint64_t> children_;  // open addressing: ids of nodes by (parent, ip); 0 = empty
   size_t children_used_ = 0;
   size_t first_live_node_ = 1;  // nodes below this were forgotten by ForgetPaths
+  uint64_t generation_ = 0;     // ForgetPaths calls so far
   std::vector<CachedStack> cache_;  // direct-mapped by hash
 };
 

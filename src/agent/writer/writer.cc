@@ -10,12 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "agent/api/string_table.h"
 #include "agent/python_bridge.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
@@ -23,6 +25,7 @@
 #include "agent/writer/module_scanner.h"
 #include "agent/writer/stack_interner.h"
 #include "format/chunk.h"
+#include "agent/recorder/sampler.h"
 #include "format/record_encoder.h"
 
 namespace memlens::agent {
@@ -31,6 +34,21 @@ namespace {
 constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
 constexpr size_t kChunkEvents = 1 << 17;  // events per chunk (a few MiB uncompressed at most)
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
+
+// The writer's copy of one thread's previous native stack (see raw_event.h): allocation
+// records carry only the frames that changed, relative to it.
+struct ThreadStacks {
+  std::vector<uint64_t> frames;  // outermost first
+  std::vector<uint64_t> nodes;   // nodes[i]: interner id of frames[0..i] (may be shorter)
+  uint64_t generation = 0;       // the interner generation of nodes
+  std::vector<uint64_t> pieces;  // changed frames (innermost first) of the allocation to come
+
+  void Clear() {
+    frames.clear();
+    nodes.clear();
+    pieces.clear();
+  }
+};
 constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
 constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sampled
 constexpr size_t kMaxMetaBytes = 8 << 20;  // stack nodes etc. per chunk (chunks stay < 64 MiB)
@@ -70,10 +88,12 @@ class Writer {
   void RetireExitedThreads();
   void DrainBuffer(ThreadBuffer* buffer);
   void EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw);
-  uint64_t InternStack(const RawEvent& raw);
+  uint64_t InternStack(ThreadStacks* stacks, const RawEvent& raw);
   void MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
                          int python_count);
   void DescribePythonCode(uint64_t id);
+  void DescribeString(uint64_t id);
+  void DescribeStrings(const format::Event& event);
   void RescanModules();
   void MaybeRecordTime(bool force);
   void MaybeSampleResident(bool force);
@@ -92,7 +112,9 @@ class Writer {
   StackInterner interner_;
   ModuleScanner modules_;
   std::vector<uint64_t> frames_;
+  std::vector<uint64_t> native_;
   std::vector<bool> described_codes_;  // kPythonCode records written, by code id
+  std::vector<bool> described_strings_;  // kString records written, by string id
   bool failed_ = false;
   uint64_t last_time_seq_ = 0;
   uint64_t last_time_ns_ = 0;
@@ -115,6 +137,7 @@ void* WriterMain(void* arg) {
 void Writer::Run() {
   if (write_file_header_) WriteAll(format::EncodeFileHeader());
   meta_encoder_.Process(process_);
+  if (g_sample_rate) meta_encoder_.Sampling({g_sample_rate});  // before any event of the image
   RescanModules();
   Flush();
   for (;;) {
@@ -200,6 +223,7 @@ size_t Writer::DrainAll() {
     DrainBuffer(b);
     if (state == ThreadBuffer::kRetired) {
       b->announced = false;
+      if (b->writer_stacks) static_cast<ThreadStacks*>(b->writer_stacks)->Clear();
       b->state.store(ThreadBuffer::kFree, std::memory_order_release);
     }
   }
@@ -209,6 +233,7 @@ size_t Writer::DrainAll() {
 }
 
 void Writer::DrainBuffer(ThreadBuffer* buffer) {
+  if (!buffer->writer_stacks) buffer->writer_stacks = new ThreadStacks();
   buffer->Drain([&](const RawEvent& raw) { EncodeEvent(buffer, raw); });
   if (in_batch_) {
     event_encoder_.EndEvents();
@@ -217,6 +242,13 @@ void Writer::DrainBuffer(ThreadBuffer* buffer) {
 }
 
 void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
+  auto* stacks = static_cast<ThreadStacks*>(buffer->writer_stacks);
+  if (raw.kind == kStackPieceKind) {
+    if (raw.flags & kFirstPiece) stacks->pieces.clear();
+    const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
+    stacks->pieces.insert(stacks->pieces.end(), frames, frames + raw.frame_count);
+    return;
+  }
   if (!buffer->announced) {
     meta_encoder_.Thread({buffer->thread_index, buffer->tid});
     buffer->announced = true;
@@ -232,7 +264,8 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   event.kind = static_cast<format::EventKind>(raw.kind);
   event.address = raw.address;
   event.size = raw.size;
-  event.stack = format::HasStack(event.kind) ? InternStack(raw) : 0;
+  event.stack = format::HasStack(event.kind) && (raw.flags & kHasStack) ? InternStack(stacks, raw) : 0;
+  DescribeStrings(event);
   event_encoder_.AddEvent(event);
   if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes) {
     // keep chunks bounded, even in the middle of a batch
@@ -242,13 +275,12 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   }
 }
 
-// Merges a record's native and Python frames (both innermost first) into frames_: each native
+// Merges a record's native and Python frames (both innermost first), appending to frames_: each native
 // frame of the eval loop is replaced by the Python frames it was running, the run of frames
 // up to and including the next "entry" frame. Python frames left over (an unwinder that
 // stopped early) go outermost.
 void Writer::MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
                                int python_count) {
-  frames_.clear();
   int p = 0;
   for (int i = 0; i < native_count; ++i) {
     if (p < python_count && EvalLoopContains(native[i])) {
@@ -264,28 +296,91 @@ void Writer::MergePythonFrames(const uint64_t* native, int native_count, const u
   for (; p < python_count; ++p) frames_.push_back(python[p] & ~MEMLENS_PYTHON_ENTRY_BIT);
 }
 
-uint64_t Writer::InternStack(const RawEvent& raw) {
-  const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
+// A custom heap's block event (HasAnnotationWord) gets its heap, and its type when it has one,
+// as annotation frames innermost in the stack (docs/capture-format.md, section 6).
+uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
+  const auto* words = reinterpret_cast<const uint64_t*>(&raw + 1);
+  int word_count = static_cast<int>((raw.record_size - sizeof(RawEvent)) / sizeof(uint64_t));
+  const bool annotated = HasAnnotationWord(raw.kind);
+  uint64_t annotation = 0;
+  if (annotated) {
+    annotation = *words++;
+    --word_count;
+  }
+  const uint64_t* changed = words + 1;
   int count = raw.frame_count;
-  int python = static_cast<int>((raw.record_size - sizeof(RawEvent)) / sizeof(uint64_t)) - count;
-  if (python > 0) {
-    MergePythonFrames(frames, count, frames + count, python);
-  } else if (raw.truncated) {
-    frames_.assign(frames, frames + count);
-  }
-  if (raw.truncated) frames_.push_back(kTruncatedMarkerIp);
-  if (python > 0 || raw.truncated) {
-    frames = frames_.data();
-    count = static_cast<int>(frames_.size());
-  }
-  return interner_.Intern(frames, count, [&](uint64_t parent, uint64_t ip) {
+  int python = word_count - 1 - count;
+  // The native stack: the kept outermost frames of the previous one, then what changed.
+  std::vector<uint64_t>& frames = stacks->frames;
+  size_t kept = std::min<size_t>(words[0], frames.size());  // never more: the agent mirrors us
+  frames.resize(kept);
+  if (stacks->nodes.size() > kept) stacks->nodes.resize(kept);
+  for (int i = count - 1; i >= 0; --i) frames.push_back(changed[i]);
+  if (raw.flags & kAfterPieces) frames.insert(frames.end(), stacks->pieces.rbegin(), stacks->pieces.rend());
+  stacks->pieces.clear();
+  auto on_new_node = [&](uint64_t parent, uint64_t ip) {
     if (format::IsPythonFrameIp(ip)) {
       DescribePythonCode(format::PythonFrameCode(ip));
-    } else if (ip != kTruncatedMarkerIp && !modules_.Contains(ip)) {
+    } else if (ip != kTruncatedMarkerIp && !format::IsAnnotationFrameIp(ip) &&
+               !modules_.Contains(ip)) {
       RescanModules();  // a frame outside every known module: something was loaded since
     }
     meta_encoder_.StackNode({parent, ip});
-  });
+  };
+
+  if (python <= 0 && !(raw.flags & kTruncated) && !annotated) {
+    // Only the frames past the part shared with the previous stack are looked up.
+    if (stacks->generation != interner_.generation()) {
+      stacks->nodes.clear();
+      stacks->generation = interner_.generation();
+    }
+    uint64_t id = stacks->nodes.empty() ? 0 : stacks->nodes.back();
+    for (size_t i = stacks->nodes.size(); i < frames.size(); ++i) {
+      id = interner_.Extend(id, frames[i], on_new_node);
+      stacks->nodes.push_back(id);
+    }
+    return id;
+  }
+  native_.assign(frames.rbegin(), frames.rend());  // innermost first
+  frames_.clear();
+  if (annotated) {
+    auto heap = static_cast<uint32_t>(annotation >> 32), type = static_cast<uint32_t>(annotation);
+    frames_.push_back(format::AnnotationFrameIp(format::Annotation::kHeap, heap));
+    if (type) {
+      DescribeString(type);
+      frames_.push_back(format::AnnotationFrameIp(format::Annotation::kType, type));
+    }
+  }
+  if (python > 0) {
+    MergePythonFrames(native_.data(), static_cast<int>(native_.size()), changed + count, python);
+  } else {
+    frames_.insert(frames_.end(), native_.begin(), native_.end());
+  }
+  if (raw.flags & kTruncated) frames_.push_back(kTruncatedMarkerIp);
+  return interner_.Intern(frames_.data(), static_cast<int>(frames_.size()), on_new_node);
+}
+
+// The names an event refers to by id, each written once before its first use.
+void Writer::DescribeStrings(const format::Event& event) {
+  switch (event.kind) {
+    case format::EventKind::kHeapCreate: DescribeString(event.size); break;
+    case format::EventKind::kMarker:
+      DescribeString(event.address);
+      if (event.size) DescribeString(event.size);
+      break;
+    case format::EventKind::kSnapshot: DescribeString(event.address); break;
+    default: break;
+  }
+}
+
+void Writer::DescribeString(uint64_t id) {
+  if (id >= described_strings_.size()) described_strings_.resize(id + 1024);
+  if (described_strings_[id]) return;
+  described_strings_[id] = true;
+  size_t length = 0;
+  const char* text = StringText(static_cast<uint32_t>(id), &length);
+  // Id 0: a null name, or the agent's name table was full.
+  meta_encoder_.String({id, id == 0 ? std::string("(no name)") : std::string(text, length)});
 }
 
 void Writer::DescribePythonCode(uint64_t id) {

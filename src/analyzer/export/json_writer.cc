@@ -178,6 +178,14 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
     json->Null();
   }
   json->Field("duration_s", p.DurationSeconds());
+  // A sampled capture: every byte and block figure is an estimate (docs/sampling.md).
+  json->Field("estimates", p.sample_rate != 0);
+  json->Key("sample_rate");
+  if (p.sample_rate) {
+    json->Uint(p.sample_rate);
+  } else {
+    json->Null();
+  }
   json->Field("start_realtime_ns", p.process.start_realtime_ns);
   json->Key("snapshot");  // the moment the in-use (leaked_*) figures describe
   json->BeginObject();
@@ -186,6 +194,7 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   json->Field("time_s", p.snapshot_seconds);
   json->Field("from_checkpoint_seq", p.from_checkpoint_seq);
   json->EndObject();
+  json->Field("heap", p.HeapDisplayName());  // the heap the figures describe (--heap)
   json->Key("warnings");
   json->BeginArray();
   for (const auto& w : p.warnings) json->String(w);

@@ -401,6 +401,21 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.Field("time_s", p.SecondsAt(p.totals.peak_seq));
   json.Field("bytes", p.totals.peak_bytes);
   json.EndObject();
+  // The program's markers and snapshot requests: [seconds, label, snapshot (0/1)], every k-th
+  // when there are more than the limit (a marker per frame of a long run).
+  json.Field("markers_total", static_cast<uint64_t>(p.markers.size()));
+  json.Key("markers");
+  json.BeginArray();
+  size_t step = (p.markers.size() + limits.timeline_markers - 1) / std::max<size_t>(limits.timeline_markers, 1);
+  for (size_t i = 0; i < p.markers.size(); i += std::max<size_t>(step, 1)) {
+    const Marker& m = p.markers[i];
+    json.BeginArray();
+    json.Double(p.SecondsAt(m.seq));
+    json.String(m.category.empty() ? m.name : m.name + " (" + m.category + ")");
+    json.Uint(m.snapshot ? 1 : 0);
+    json.EndArray();
+  }
+  json.EndArray();
   json.EndObject();
 
   // Size histogram: [count, bytes] per log2 bucket, up to the last used one.

@@ -27,6 +27,7 @@ struct ReportLimits {
   size_t top_rows = 300;             // TopX rows: the union of the top N by each sort key
   size_t checkpoint_sites = 4000;    // sites listed per checkpoint; the rest fold into one entry
   size_t timeline_points = 3000;     // heap and resident series are reduced to this many
+  size_t timeline_markers = 1000;    // markers shown on the timeline (every k-th beyond)
   size_t address_regions = 2000;     // largest regions of the address map
 };
 

@@ -39,7 +39,7 @@ class AddressMap {
     size_t mask = slots_.size() - 1;
     size_t hole = i;
     for (size_t j = (i + 1) & mask; slots_[j].address != kEmpty; j = (j + 1) & mask) {
-      size_t home = Hash(slots_[j].address) & mask;
+      size_t home = Home(slots_[j].address);
       if (((j - home) & mask) >= ((j - hole) & mask)) {
         slots_[hole] = slots_[j];
         hole = j;
@@ -67,16 +67,15 @@ class AddressMap {
     LiveBlock block;
   };
 
-  static uint64_t Hash(uint64_t a) {
-    a ^= a >> 29;
-    a *= 0xbf58476d1ce4e5b9ULL;
-    a ^= a >> 32;
-    return a;
+  // Fibonacci hashing: the top bits of the product mix every bit of the address, where the
+  // low bits of a multiply would keep the sameness of nearby, 16-byte-aligned blocks.
+  size_t Home(uint64_t address) const {
+    return static_cast<size_t>((address * 0x9e3779b97f4a7c15ULL) >> shift_);
   }
 
   size_t Find(uint64_t address) const {
     size_t mask = slots_.size() - 1;
-    size_t i = Hash(address) & mask;
+    size_t i = Home(address);
     while (slots_[i].address != kEmpty && slots_[i].address != address) i = (i + 1) & mask;
     return i;
   }
@@ -84,10 +83,11 @@ class AddressMap {
   void Grow() {
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);
+    --shift_;
     size_t mask = slots_.size() - 1;
     for (const Slot& s : old) {
       if (s.address == kEmpty) continue;
-      size_t i = Hash(s.address) & mask;
+      size_t i = Home(s.address);
       while (slots_[i].address != kEmpty) i = (i + 1) & mask;
       slots_[i] = s;
     }
@@ -95,6 +95,7 @@ class AddressMap {
 
   std::vector<Slot> slots_;
   size_t used_ = 0;
+  int shift_ = 64 - 10;  // 64 - log2(slots_.size())
 };
 
 }  // namespace memlens::analyzer

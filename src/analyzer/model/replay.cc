@@ -2,6 +2,7 @@
 #include "analyzer/model/replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 #include <cstdio>
 #include <cstring>
@@ -10,11 +11,13 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "analyzer/model/address_map.h"
 #include "analyzer/model/snapshot_index.h"
 #include "base/varint.h"
+#include "analyzer/model/markers.h"
 
 namespace memlens::analyzer {
 namespace {
@@ -27,6 +30,16 @@ struct Region {
   uint64_t end;
   uint64_t stack;
 };
+
+// What one recorded block stands for. Block counts are kept in 1/65536ths during the replay, so
+// that the fractional counts of a sampled capture add up without rounding bias; Finish turns
+// them back into whole blocks. Bytes are whole bytes.
+constexpr uint64_t kCountUnit = uint64_t{1} << 16;
+struct Weight {
+  uint64_t bytes;
+  uint64_t count;  // in kCountUnit
+};
+uint64_t WholeBlocks(uint64_t units) { return (units + kCountUnit / 2) / kCountUnit; }
 
 // Per-stack counters plus the bookkeeping that yields each stack's share of the global peak
 // without copying the live set at every new peak: a stack's value at the last peak is
@@ -106,8 +119,10 @@ class Replayer : public format::RecordVisitor {
   }
   void OnResident(const format::ResidentRecord& r) override { p_->resident.push_back(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { p_->python_codes[r.id] = r; }
+  void OnString(const format::StringRecord& r) override { p_->strings[r.id] = r.text; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
+  void OnSampling(const format::SamplingRecord& r) override { p_->sample_rate = r.rate; }
   void OnEvent(const format::Event& e) override;
 
   void Finish();
@@ -131,13 +146,18 @@ class Replayer : public format::RecordVisitor {
   void StartOver();
   void TakeTimelinePoints(uint64_t before_seq);
   void TakeCheckpoints(uint64_t before_seq);
-  void CountSize(uint64_t stack, uint64_t size);
+  void TakeCheckpoint(double seconds, double at_seconds, uint64_t before_seq);
+  void OnApiEvent(const format::Event& e);
+  uint32_t HeapOfStack(uint64_t stack) const;
+  void FindBackingMemory();
+  void CountSize(uint64_t stack, uint64_t size, Weight w);
+  Weight HeapWeight(uint64_t size) const;
   bool LeftOut(const format::Event& e);
   void MapAddressSpace();
   uint64_t ModuleOf(uint64_t ip) const;
   StackState& State(uint64_t stack);
-  void Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python = false);
-  void Release(uint64_t stack, uint64_t bytes, bool python = false);
+  void Allocate(uint64_t stack, Weight w, uint64_t seq, bool python = false);
+  void Release(uint64_t stack, Weight w, bool python = false);
   void Touch(StackState& s);
   void AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq);
   void RemoveRange(uint64_t start, uint64_t size, std::vector<std::pair<uint64_t, Region>>* taken);
@@ -172,6 +192,9 @@ class Replayer : public format::RecordVisitor {
   std::string resume_state_;
   uint64_t resume_seq_ = 0;
   std::vector<TimelinePoint> resume_timeline_;
+  CustomHeaps custom_heaps_;  // the program's own heaps: figures of their own
+  std::unordered_set<uint32_t> selected_heaps_;  // ids of the custom heap ReplayOptions::heap names
+  size_t next_seq_checkpoint_ = 0;  // into ReplayOptions::checkpoint_seqs
 };
 
 void Replayer::StartOver() {
@@ -202,6 +225,9 @@ void Replayer::StartOver() {
   last_alloc_.clear();
   since_checkpoint_ = 0;
   if (index_writer_) index_writer_->DropCheckpoints();  // the index is the last image's
+  custom_heaps_ = CustomHeaps();
+  selected_heaps_.clear();
+  next_seq_checkpoint_ = 0;
   if (spec_.kind == SnapshotSpec::kTime) {  // a time is a time of the last image
     stop_seq_ = UINT64_MAX;
     stop_seconds_ = -1;
@@ -236,22 +262,33 @@ void Replayer::Touch(StackState& s) {
   }
 }
 
-void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool python) {
+// A sampled capture (docs/sampling.md): a block of s bytes was recorded with probability
+// p = 1 - exp(-s/rate), so it stands for s/p bytes and 1/p blocks (the Horvitz-Thompson
+// estimator: unbiased for every sum of blocks). The same size always gives the same weight,
+// so a free takes back exactly what its allocation added.
+Weight Replayer::HeapWeight(uint64_t size) const {
+  if (p_->sample_rate == 0 || size == 0) return {size, kCountUnit};
+  double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(p_->sample_rate));
+  return {static_cast<uint64_t>(std::llround(static_cast<double>(size) / p)),
+          static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};
+}
+
+void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, bool python) {
   StackState& s = State(stack);
   Touch(s);
-  s.live_bytes += bytes;
-  s.live_blocks += 1;
-  s.stats.allocations += 1;
-  s.stats.allocated_bytes += bytes;
-  p_->totals.allocations += 1;
-  p_->totals.allocated_bytes += bytes;
+  s.live_bytes += w.bytes;
+  s.live_blocks += w.count;
+  s.stats.allocations += w.count;
+  s.stats.allocated_bytes += w.bytes;
+  p_->totals.allocations += w.count;
+  p_->totals.allocated_bytes += w.bytes;
   if (python) {
-    s.python_live_bytes += bytes;
-    s.stats.python_allocated_bytes += bytes;
-    p_->totals.python_allocated_bytes += bytes;
+    s.python_live_bytes += w.bytes;
+    s.stats.python_allocated_bytes += w.bytes;
+    p_->totals.python_allocated_bytes += w.bytes;
   }
-  live_bytes_ += bytes;
-  live_blocks_ += 1;
+  live_bytes_ += w.bytes;
+  live_blocks_ += w.count;
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
     p_->totals.peak_blocks = live_blocks_;
@@ -260,14 +297,14 @@ void Replayer::Allocate(uint64_t stack, uint64_t bytes, uint64_t seq, bool pytho
   }
 }
 
-void Replayer::Release(uint64_t stack, uint64_t bytes, bool python) {
+void Replayer::Release(uint64_t stack, Weight w, bool python) {
   StackState& s = State(stack);
   Touch(s);
-  s.live_bytes -= bytes;
-  s.live_blocks -= 1;
-  if (python) s.python_live_bytes -= bytes;
-  live_bytes_ -= bytes;
-  live_blocks_ -= 1;
+  s.live_bytes -= w.bytes;
+  s.live_blocks -= w.count;
+  if (python) s.python_live_bytes -= w.bytes;
+  live_bytes_ -= w.bytes;
+  live_blocks_ -= w.count;
 }
 
 void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq) {
@@ -275,7 +312,7 @@ void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t
   std::vector<std::pair<uint64_t, Region>> replaced;
   RemoveRange(start, size, &replaced);  // MAP_FIXED over an existing mapping replaces it
   mappings_[start] = {start + size, stack};
-  Allocate(stack, size, seq);
+  Allocate(stack, {size, kCountUnit}, seq);
 }
 
 // Cuts [start, start+size) out of the tracked mappings; what was cut goes to *taken.
@@ -294,22 +331,23 @@ void Replayer::RemoveRange(uint64_t start, uint64_t size,
     it = mappings_.erase(it);
     uint64_t cut_start = std::max(r_start, start), cut_end = std::min(r.end, end);
     // The whole old region leaves the accounting; the parts outside the cut come back.
-    Release(r.stack, r.end - r_start);
-    p_->totals.frees += 1;
+    // Mappings are recorded in full even in a sampled capture: whole weights.
+    Release(r.stack, {r.end - r_start, kCountUnit});
+    p_->totals.frees += kCountUnit;
     if (r_start < cut_start) {
       mappings_[r_start] = {cut_start, r.stack};
-      Allocate(r.stack, cut_start - r_start, 0);
-      State(r.stack).stats.allocations -= 1;  // a split is not a new allocation
+      Allocate(r.stack, {cut_start - r_start, kCountUnit}, 0);
+      State(r.stack).stats.allocations -= kCountUnit;  // a split is not a new allocation
       State(r.stack).stats.allocated_bytes -= cut_start - r_start;
-      p_->totals.allocations -= 1;
+      p_->totals.allocations -= kCountUnit;
       p_->totals.allocated_bytes -= cut_start - r_start;
     }
     if (cut_end < r.end) {
       mappings_[cut_end] = {r.end, r.stack};
-      Allocate(r.stack, r.end - cut_end, 0);
-      State(r.stack).stats.allocations -= 1;
+      Allocate(r.stack, {r.end - cut_end, kCountUnit}, 0);
+      State(r.stack).stats.allocations -= kCountUnit;
       State(r.stack).stats.allocated_bytes -= r.end - cut_end;
-      p_->totals.allocations -= 1;
+      p_->totals.allocations -= kCountUnit;
       p_->totals.allocated_bytes -= r.end - cut_end;
     }
     taken->push_back({cut_start, {cut_end, r.stack}});
@@ -328,26 +366,39 @@ void Replayer::TakeCheckpoints(uint64_t before_seq) {
   while (!pending_checkpoints_.empty() && pending_checkpoints_.front().second.seq <= before_seq) {
     auto [index, mark] = pending_checkpoints_.front();
     pending_checkpoints_.pop_front();
-    Checkpoint c;
-    c.seconds = options_.checkpoint_seconds[index];
-    c.at_seconds = mark.monotonic_ns / 1e9;
-    c.heap_bytes = live_bytes_;
-    for (uint64_t stack = 0; stack < states_.size(); ++stack) {
-      if (states_[stack].live_blocks) c.live[stack] = {states_[stack].live_bytes, states_[stack].live_blocks};
-    }
-    p_->checkpoints.push_back(std::move(c));
+    TakeCheckpoint(options_.checkpoint_seconds[index], mark.monotonic_ns / 1e9, 0);
+  }
+  // Checkpoints at sequence numbers (markers): exactly before those events.
+  while (next_seq_checkpoint_ < options_.checkpoint_seqs.size() &&
+         options_.checkpoint_seqs[next_seq_checkpoint_] <= before_seq) {
+    TakeCheckpoint(0, 0, options_.checkpoint_seqs[next_seq_checkpoint_++]);
   }
 }
 
-void Replayer::CountSize(uint64_t stack, uint64_t size) {
+void Replayer::TakeCheckpoint(double seconds, double at_seconds, uint64_t before_seq) {
+  Checkpoint c;
+  c.seconds = seconds;
+  c.at_seconds = at_seconds;
+  c.before_seq = before_seq;
+  c.heap_bytes = live_bytes_;
+  for (uint64_t stack = 0; stack < states_.size(); ++stack) {
+    if (states_[stack].live_blocks) {
+      c.live[stack] = {states_[stack].live_bytes, WholeBlocks(states_[stack].live_blocks)};
+    }
+  }
+  p_->checkpoints.push_back(std::move(c));
+}
+
+// Counts in kCountUnit until Finish.
+void Replayer::CountSize(uint64_t stack, uint64_t size, Weight w) {
   int bucket = SizeBucketOf(size);
-  p_->size_histogram[bucket].count += 1;
-  p_->size_histogram[bucket].bytes += size;
+  p_->size_histogram[bucket].count += w.count;
+  p_->size_histogram[bucket].bytes += w.bytes;
   if (!options_.stack_size_histograms) return;
   SizeHistogram& h = p_->stack_size_histograms[stack];
   if (h.empty()) h.resize(kSizeBuckets);
-  h[bucket].count += 1;
-  h[bucket].bytes += size;
+  h[bucket].count += w.count;
+  h[bucket].bytes += w.bytes;
 }
 
 // ReplayOptions::thread: true for an event that belongs to a thread left out (an allocation it
@@ -386,6 +437,10 @@ bool Replayer::LeftOut(const format::Event& e) {
 
 void Replayer::OnEvent(const format::Event& e) {
   if (resume_pending_) RestoreState();
+  if (e.kind == EventKind::kMarker || e.kind == EventKind::kSnapshot) {  // all, for timelines
+    p_->markers.push_back({p_->StringOf(e.address), e.size ? p_->StringOf(e.size) : "",
+                           e.kind == EventKind::kSnapshot, e.seq});
+  }
   TakeTimelinePoints(e.seq);  // the heap as it was at every mark this event comes after
   TakeCheckpoints(e.seq);
   if (index_writer_ && ++since_checkpoint_ > index_writer_->spacing()) {
@@ -401,17 +456,25 @@ void Replayer::OnEvent(const format::Event& e) {
   ++p_->totals.events;
   LiveBlock block;
   if (options_.thread != 0 && LeftOut(e)) return;
+  if (format::IsCustomHeapEvent(e.kind)) {
+    // The custom heaps' state is not saved in checkpoints: such a capture's index has none.
+    if (index_writer_) index_writer_->StopCheckpoints();
+    index_writer_ = nullptr;
+    return OnApiEvent(e);
+  }
+  if (!options_.heap.empty()) return;  // the figures describe a custom heap
   switch (e.kind) {
     case EventKind::kFree:
       if (heap_.Remove(e.address, &block)) {
-        Release(block.stack, block.size, block.python);
-        ++p_->totals.frees;
+        Weight w = HeapWeight(block.size);
+        Release(block.stack, w, block.python);
+        p_->totals.frees += w.count;
         auto last = last_alloc_.find(e.thread);
         if (last != last_alloc_.end() && last->second.first == e.address) {
           StackStats& stats = State(block.stack).stats;  // freed before any other allocation
-          stats.temporary += 1;
-          stats.temporary_bytes += block.size;
-          ++p_->totals.temporary;
+          stats.temporary += w.count;
+          stats.temporary_bytes += w.bytes;
+          p_->totals.temporary += w.count;
           last_alloc_.erase(last);
         }
       } else {
@@ -420,8 +483,9 @@ void Replayer::OnEvent(const format::Event& e) {
       break;
     case EventKind::kReallocOld:
       if (heap_.Remove(e.address, &block)) {
-        Release(block.stack, block.size, block.python);
-        ++p_->totals.frees;
+        Weight w = HeapWeight(block.size);
+        Release(block.stack, w, block.python);
+        p_->totals.frees += w.count;
         realloc_pending_[e.thread] = block;
       } else {
         realloc_pending_.erase(e.thread);
@@ -431,25 +495,26 @@ void Replayer::OnEvent(const format::Event& e) {
       auto it = realloc_pending_.find(e.thread);
       if (it != realloc_pending_.end()) {  // undo: the old block was never released
         const LiveBlock& old = it->second;
+        Weight w = HeapWeight(old.size);
         heap_.Insert(e.address, old);
-        Allocate(old.stack, old.size, e.seq, old.python);
+        Allocate(old.stack, w, e.seq, old.python);
         StackStats& stats = State(old.stack).stats;  // a restored block is no new allocation
-        stats.allocations -= 1;
-        stats.allocated_bytes -= old.size;
-        p_->totals.allocations -= 1;
-        p_->totals.allocated_bytes -= old.size;
+        stats.allocations -= w.count;
+        stats.allocated_bytes -= w.bytes;
+        p_->totals.allocations -= w.count;
+        p_->totals.allocated_bytes -= w.bytes;
         if (old.python) {
-          stats.python_allocated_bytes -= old.size;
-          p_->totals.python_allocated_bytes -= old.size;
+          stats.python_allocated_bytes -= w.bytes;
+          p_->totals.python_allocated_bytes -= w.bytes;
         }
-        --p_->totals.frees;
+        p_->totals.frees -= w.count;
         realloc_pending_.erase(it);
       }
       break;
     }
     case EventKind::kMmap:
       AddRegion(e.address, e.size, e.stack, e.seq);
-      CountSize(e.stack, e.size);
+      CountSize(e.stack, e.size, {e.size, kCountUnit});
       break;
     case EventKind::kMunmap: {
       std::vector<std::pair<uint64_t, Region>> taken;
@@ -487,15 +552,92 @@ void Replayer::OnEvent(const format::Event& e) {
       if (format::IsHeapAlloc(e.kind)) {
         realloc_pending_.erase(e.thread);  // any allocation ends a realloc in progress
         if (heap_.Remove(e.address, &block)) {  // a free we never saw (dropped): forget it
-          Release(block.stack, block.size, block.python);
+          Release(block.stack, HeapWeight(block.size), block.python);
         }
         bool python = format::IsPythonAlloc(e.kind);
+        Weight w = HeapWeight(e.size);
         heap_.Insert(e.address, {e.size, e.stack, python});
-        Allocate(e.stack, e.size, e.seq, python);
-        CountSize(e.stack, e.size);
+        Allocate(e.stack, w, e.seq, python);
+        CountSize(e.stack, e.size, w);
         last_alloc_[e.thread] = {e.address, e.stack};
       }
       break;
+  }
+}
+
+uint32_t Replayer::HeapOfStack(uint64_t stack) const {
+  uint64_t ip = stack < p_->nodes.size() ? p_->nodes[stack].ip : 0;
+  bool heap = format::IsAnnotationFrameIp(ip) && format::AnnotationKind(ip) == format::Annotation::kHeap;
+  return heap ? format::AnnotationValue(ip) : 0;
+}
+
+// A custom heap's event: its own figures always; the profile's figures too when it is the heap
+// the profile describes (ReplayOptions::heap).
+void Replayer::OnApiEvent(const format::Event& e) {
+  LiveBlock block;
+  switch (e.kind) {
+    case EventKind::kHeapCreate: {
+      auto id = static_cast<uint32_t>(e.address);
+      const std::string& name = p_->StringOf(e.size);
+      custom_heaps_.Create(id, name, e.stack, e.seq);
+      p_->heap_names[id] = name;
+      if (!options_.heap.empty() && name == options_.heap) selected_heaps_.insert(id);
+      break;
+    }
+    case EventKind::kHeapAlloc:
+    case EventKind::kHeapRealloc: {
+      uint32_t heap = HeapOfStack(e.stack);
+      bool replaced = custom_heaps_.Alloc(heap, e.address, e.size, e.stack, e.seq, &block);
+      if (!selected_heaps_.count(heap)) break;
+      // Custom heaps are recorded in full, sampled capture or not: whole weights.
+      if (replaced) Release(block.stack, {block.size, kCountUnit});
+      Allocate(e.stack, {e.size, kCountUnit}, e.seq);
+      CountSize(e.stack, e.size, {e.size, kCountUnit});
+      break;
+    }
+    case EventKind::kHeapFree: {
+      uint32_t heap = HeapOfStack(e.stack);
+      if (custom_heaps_.Free(heap, e.address, e.stack, e.seq, &block) &&
+          selected_heaps_.count(heap)) {
+        Release(block.stack, {block.size, kCountUnit});
+        p_->totals.frees += kCountUnit;
+      }
+      break;
+    }
+    case EventKind::kHeapReset:
+    case EventKind::kHeapDestroy: {
+      auto heap = static_cast<uint32_t>(e.address);
+      std::vector<LiveBlock> released;
+      custom_heaps_.Release(heap, e.kind == EventKind::kHeapDestroy, &released);
+      if (!selected_heaps_.count(heap)) break;
+      for (const LiveBlock& b : released) Release(b.stack, {b.size, kCountUnit});
+      p_->totals.frees += released.size() * kCountUnit;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// Each custom heap's backing memory at the snapshot: the system heap's blocks and mappings that
+// hold its blocks in use.
+void Replayer::FindBackingMemory() {
+  std::vector<std::pair<uint64_t, uint64_t>> system;  // (start, end), by start
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) { system.push_back({a, a + b.size}); });
+  for (const auto& [start, region] : mappings_) system.push_back({start, region.end});
+  std::sort(system.begin(), system.end());
+  std::set<std::pair<uint32_t, size_t>> backing;  // (heap, index in system)
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t address, const LiveBlock&) {
+    auto it = std::upper_bound(system.begin(), system.end(), std::make_pair(address, UINT64_MAX));
+    if (it == system.begin()) return;
+    --it;
+    if (address < it->second) backing.insert({heap, static_cast<size_t>(it - system.begin())});
+  });
+  for (HeapFigures& f : p_->heaps) {
+    for (auto it = backing.lower_bound({f.id, 0}); it != backing.end() && it->first == f.id; ++it) {
+      f.backing_bytes += system[it->second].second - system[it->second].first;
+      f.backing_blocks += 1;
+    }
   }
 }
 
@@ -505,10 +647,19 @@ void Replayer::MapAddressSpace() {
   struct Block {
     uint64_t begin, size, stack;
     bool mapping;
+    Weight w;  // in a sampled capture, what the block stands for
   };
   std::vector<Block> blocks;
-  heap_.ForEach([&](uint64_t a, const LiveBlock& b) { blocks.push_back({a, b.size, b.stack, false}); });
-  for (const auto& [start, region] : mappings_) blocks.push_back({start, region.end - start, region.stack, true});
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
+    blocks.push_back({a, b.size, b.stack, false, HeapWeight(b.size)});
+  });
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
+    if (selected_heaps_.count(heap)) blocks.push_back({a, b.size, b.stack, false, {b.size, kCountUnit}});
+  });
+  for (const auto& [start, region] : mappings_) {
+    uint64_t size = region.end - start;
+    blocks.push_back({start, size, region.stack, true, {size, kCountUnit}});
+  }
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
   std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
   auto close_region = [&] {
@@ -532,11 +683,12 @@ void Replayer::MapAddressSpace() {
     AddressRegion& r = p_->address_map.back();
     if (b.begin > r.end) r.largest_gap = std::max(r.largest_gap, b.begin - r.end);
     r.end = std::max(r.end, b.begin + b.size);
-    r.in_use_bytes += b.size;
-    r.blocks += 1;
-    bytes_by_stack[b.stack] += b.size;
+    r.in_use_bytes += b.w.bytes;
+    r.blocks += b.w.count;
+    bytes_by_stack[b.stack] += b.w.bytes;
   }
   close_region();
+  for (AddressRegion& r : p_->address_map) r.blocks = WholeBlocks(r.blocks);
 }
 
 void Replayer::SaveState(std::string* out) const {
@@ -655,7 +807,16 @@ void Replayer::RestoreState() {
 void Replayer::Finish() {
   if (resume_pending_) RestoreState();
   TakeTimelinePoints(UINT64_MAX);
-  TakeCheckpoints(UINT64_MAX);
+  TakeCheckpoints(stopped_early() ? stop_seq_ : UINT64_MAX);
+  for (Checkpoint& c : p_->checkpoints) {
+    if (c.before_seq) c.seconds = c.at_seconds = p_->SecondsAt(c.before_seq - 1);
+  }
+  p_->heap = options_.heap;
+  p_->heaps = custom_heaps_.Figures();
+  if (options_.heap.empty()) FindBackingMemory();
+  p_->anomalies = custom_heaps_.anomalies();
+  std::copy(custom_heaps_.anomaly_counts(), custom_heaps_.anomaly_counts() + Anomaly::kKinds,
+            p_->anomaly_counts);
   if (options_.address_map) MapAddressSpace();
   p_->snapshot = spec_;
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
@@ -670,11 +831,23 @@ void Replayer::Finish() {
     s.stats.leaked_bytes = s.live_bytes;
     s.stats.leaked_blocks = s.live_blocks;
     s.stats.python_leaked_bytes = s.python_live_bytes;
+    for (uint64_t* count : {&s.stats.allocations, &s.stats.peak_blocks, &s.stats.leaked_blocks,
+                            &s.stats.temporary}) {
+      *count = WholeBlocks(*count);
+    }
     p_->stacks[stack] = s.stats;
   }
   p_->totals.arena_leaked_bytes = arena_bytes_;
   p_->totals.leaked_bytes = live_bytes_;
   p_->totals.leaked_blocks = live_blocks_;
+  Totals& t = p_->totals;
+  for (uint64_t* count : {&t.allocations, &t.frees, &t.peak_blocks, &t.leaked_blocks, &t.temporary}) {
+    *count = WholeBlocks(*count);
+  }
+  for (SizeBucket& b : p_->size_histogram) b.count = WholeBlocks(b.count);
+  for (auto& [stack, h] : p_->stack_size_histograms) {
+    for (SizeBucket& b : h) b.count = WholeBlocks(b.count);
+  }
   for (const auto& [start, region] : mappings_) p_->totals.mmap_leaked_bytes += region.end - start;
 }
 
@@ -686,6 +859,12 @@ double Profile::SecondsAt(uint64_t seq) const {
                              [](uint64_t s, const format::TimeRecord& t) { return s < t.seq; });
   if (it == times.end()) return DurationSeconds();
   return static_cast<double>(it->monotonic_ns) / 1e9;
+}
+
+const std::string& Profile::StringOf(uint64_t id) const {
+  static const std::string kUnknown = "(unknown name)";
+  auto it = strings.find(id);
+  return it == strings.end() ? kUnknown : it->second;
 }
 
 double Profile::DurationSeconds() const {
@@ -702,6 +881,15 @@ struct IndexUse {
   const SnapshotIndex* index = nullptr;
   const IndexCheckpoint* from = nullptr;
 };
+std::string HeapNamesForError(const Profile& p) {
+  std::string names;
+  for (const HeapFigures& h : p.heaps) {
+    if (names.find("'" + h.name + "'") != std::string::npos) continue;
+    names += (names.empty() ? "" : ", ") + ("'" + h.name + "'");
+  }
+  return names.empty() ? "it has none; the system heap is the default"
+                       : "its heaps: " + names + "; the system heap is the default";
+}
 
 bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptions& options,
             uint64_t stop_seq, Profile* profile, std::string* error, const IndexUse& use = {}) {
@@ -741,8 +929,12 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   }
   if (!ReadCapture(path, &replayer, &profile->read, error, read)) return false;
   // Events after the snapshot in chunks left undecoded look missing to the reader; only a
-  // capture with none missing gets an index.
-  if (use.index) profile->read.missing_events = 0;
+  // capture with none missing gets an index. Markers past the snapshot are among them: the
+  // index has them all.
+  if (use.index) {
+    profile->read.missing_events = 0;
+    profile->markers = use.index->markers;
+  }
   if (!profile->has_process) {
     *error = "'" + path + "' holds no recording (" +
              (profile->read.damage.empty() ? std::string("it ends after the file header")
@@ -751,6 +943,12 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
     return false;
   }
   replayer.Finish();
+  if (!options.heap.empty() && !std::any_of(profile->heaps.begin(), profile->heaps.end(),
+                                            [&](const HeapFigures& h) { return h.name == options.heap; })) {
+    *error = "--heap " + options.heap + ": no custom heap of that name in this capture (" +
+             HeapNamesForError(*profile) + ")";
+    return false;
+  }
   if (spec.kind == SnapshotSpec::kTime && spec.seconds > profile->DurationSeconds()) {
     char message[160];
     std::snprintf(message, sizeof message, "@%s is after the end of the capture (%.3f s)",
@@ -766,6 +964,7 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
     use.built->peak_blocks = profile->totals.peak_blocks;
     use.built->timeline = profile->timeline;
     use.built->chunks = std::move(chunks);
+    use.built->markers = profile->markers;
     if (!use.writer->Finish(use.built, profile->times)) use.built->path.clear();
   }
   if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
@@ -799,8 +998,9 @@ bool ReplayAll(const std::string& path, SnapshotIndexWriter* writer, Profile* fu
 bool IndexServes(const SnapshotSpec& snapshot, const ReplayOptions& options) {
   const char* env = std::getenv("MEMLENS_INDEX");
   if (env && std::string(env) == "0") return false;
-  return snapshot.kind != SnapshotSpec::kEnd && options.thread == 0 &&
-         options.checkpoint_seconds.empty() && !options.stack_size_histograms;
+  return snapshot.kind != SnapshotSpec::kEnd && options.thread == 0 && options.heap.empty() &&
+         options.checkpoint_seconds.empty() && options.checkpoint_seqs.empty() &&
+         !options.stack_size_histograms;
 }
 
 }  // namespace
@@ -810,6 +1010,11 @@ bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
   if (snapshot.kind == SnapshotSpec::kEnd) {
     return Replay(path, snapshot, options, UINT64_MAX, profile, error);
   }
+  uint64_t stop_seq = UINT64_MAX;
+  const bool at_marker =
+      snapshot.kind == SnapshotSpec::kMarker || snapshot.kind == SnapshotSpec::kSnapshot;
+  // A marker is an exact place in the sequence of events: replay up to it (markers.h).
+  if (at_marker && !FindMarkerSeq(path, snapshot, &stop_seq, error)) return false;
   SnapshotIndex index;
   bool indexed = IndexServes(snapshot, options) && LoadSnapshotIndex(path, &index);
   Profile full;  // a whole replay, when one is needed to find the peak or to build the index
@@ -822,7 +1027,6 @@ bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
       indexed = !index.path.empty();
     }
   }
-  uint64_t stop_seq = UINT64_MAX;
   if (snapshot.kind == SnapshotSpec::kPeak) {
     // The peak is known only at the end: from the index, or from a whole replay first.
     if (!indexed && !have_full) {
@@ -838,10 +1042,11 @@ bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
   IndexUse resume;
   if (indexed) {
     resume.index = &index;
-    resume.from = snapshot.kind == SnapshotSpec::kPeak ? index.Before(stop_seq)
-                                                       : index.BeforeTime(snapshot.seconds);
+    resume.from = snapshot.kind == SnapshotSpec::kTime ? index.BeforeTime(snapshot.seconds)
+                                                       : index.Before(stop_seq);
   }
   if (!Replay(path, snapshot, options, stop_seq, profile, error, resume)) return false;
+  if (at_marker) profile->snapshot_seconds = profile->SecondsAt(stop_seq);
   if (snapshot.kind == SnapshotSpec::kPeak) {
     profile->totals.peak_bytes = index.peak_bytes;
     profile->totals.peak_blocks = index.peak_blocks;
@@ -882,7 +1087,9 @@ std::string Profile::SnapshotLabel() const {
 bool ParseCaptureArgument(const std::string& argument, std::string* path, SnapshotSpec* spec,
                           std::string* error) {
   *spec = SnapshotSpec{};
-  size_t at = argument.rfind('@');
+  // A marker's name may hold '@': the first "@marker:" or "@snapshot:" starts the specifier.
+  size_t at = std::min(argument.find("@marker:"), argument.find("@snapshot:"));
+  if (at == std::string::npos) at = argument.rfind('@');
   std::string text = at == std::string::npos ? "" : argument.substr(at + 1);
   bool known = text == "end" || text == "peak" || text.rfind("t=", 0) == 0 ||
                text.rfind("marker:", 0) == 0 || text.rfind("snapshot:", 0) == 0;
@@ -910,9 +1117,29 @@ bool ParseCaptureArgument(const std::string& argument, std::string* path, Snapsh
     spec->seconds = seconds;
     return true;
   }
-  *error = "@" + text + ": this capture has no markers or snapshots (programs add them through "
-           "memlens's instrumentation API); use @t=SECONDS, @peak or @end";
-  return false;
+  // marker:NAME[#K] or snapshot:NAME[#K]
+  bool marker = text.rfind("marker:", 0) == 0;
+  std::string name = text.substr(marker ? 7 : 9);
+  size_t hash = name.rfind('#');
+  if (hash != std::string::npos && hash + 1 < name.size() &&
+      name.find_first_not_of("0123456789", hash + 1) == std::string::npos) {
+    std::string digits = name.substr(hash + 1);
+    uint64_t k = digits.size() > 9 ? 0 : std::strtoull(digits.c_str(), nullptr, 10);
+    if (k == 0) {
+      *error = "@" + text + ": the occurrence after '#' counts from 1 (as in @marker:" +
+               name.substr(0, hash) + "#2)";
+      return false;
+    }
+    spec->occurrence = k;
+    name.resize(hash);
+  }
+  if (name.empty()) {
+    *error = "@" + text + ": a name is needed (as in @marker:frame, @marker:frame#3, @snapshot:menu)";
+    return false;
+  }
+  spec->kind = marker ? SnapshotSpec::kMarker : SnapshotSpec::kSnapshot;
+  spec->name = name;
+  return true;
 }
 
 }  // namespace memlens::analyzer

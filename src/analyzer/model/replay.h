@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analyzer/model/custom_heaps.h"
 #include "analyzer/reader/capture_reader.h"
 #include "format/records.h"
 
@@ -73,12 +74,24 @@ struct Totals {
 };
 
 // Which moment of a capture a profile describes: the "in use" figures (leaked_*) are what was
-// live then. Written after the capture's path: FILE@end (the default), FILE@peak, FILE@t=2.5s.
+// live then. Written after the capture's path: FILE@end (the default), FILE@peak, FILE@t=2.5s,
+// FILE@marker:NAME[#K] (just before the K-th marker NAME, from 1), FILE@snapshot:NAME[#K]
+// (just before the K-th snapshot the program asked for under NAME).
 struct SnapshotSpec {
-  enum Kind { kEnd, kPeak, kTime };
+  enum Kind { kEnd, kPeak, kTime, kMarker, kSnapshot };
   Kind kind = kEnd;
-  double seconds = 0;  // kTime: since the start of recording
-  std::string text;    // as the user wrote it ("peak", "t=2.5s"), empty for the end
+  double seconds = 0;       // kTime: since the start of recording
+  std::string name;         // kMarker, kSnapshot
+  uint64_t occurrence = 1;  // kMarker, kSnapshot: the K-th of that name
+  std::string text;         // as the user wrote it ("peak", "t=2.5s"), empty for the end
+};
+
+// A marker or a snapshot request the program made (memlens_add_marker, memlens_take_snapshot).
+struct Marker {
+  std::string name;
+  std::string category;  // "" for none
+  bool snapshot = false;
+  uint64_t seq = 0;  // its place in the sequence of events
 };
 
 // Splits "FILE@SPEC" into the path and the snapshot. A path with no known @SPEC suffix is
@@ -102,7 +115,8 @@ using SizeHistogram = std::vector<SizeBucket>;  // kSizeBuckets entries
 
 // What was live per stack at a moment, taken in the same pass as everything else.
 struct Checkpoint {
-  double seconds = 0;     // asked for
+  double seconds = 0;     // asked for (for a checkpoint at a sequence number: at_seconds)
+  uint64_t before_seq = 0;  // a checkpoint at a sequence number: taken just before it
   double at_seconds = 0;  // the time mark it was taken at
   uint64_t heap_bytes = 0;
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // stack -> bytes, blocks
@@ -122,6 +136,7 @@ struct AddressRegion {
 // What a replay gathers besides the always-on figures.
 struct ReplayOptions {
   std::vector<double> checkpoint_seconds;  // ascending
+  std::vector<uint64_t> checkpoint_seqs;   // ascending: just before these events (markers)
   bool address_map = false;                // cluster the live set at the snapshot
   // Size histograms per stack (Profile::stack_size_histograms): 768 bytes a stack, so only
   // for the views that show them; the overall histogram is always there.
@@ -129,6 +144,9 @@ struct ReplayOptions {
   // Only allocations made by this OS thread (its tid), 0 for all: the others are left out of
   // every figure (their frees and reallocs are paired with them, silently).
   uint64_t thread = 0;
+  // The heap every figure describes: "" for the system heap (malloc, mmap, Python's allocator),
+  // else the name of one of the program's custom heaps (include/memlens/memlens.h).
+  std::string heap;
 };
 
 struct StackNode {
@@ -142,6 +160,9 @@ struct Profile {
   ReadStatus read;
   format::ProcessRecord process;
   bool has_process = false;
+  // A sampled capture's rate (docs/sampling.md), 0 when every allocation was recorded. When
+  // set, every byte and block figure is an unbiased estimate scaled up from the samples.
+  uint64_t sample_rate = 0;
   std::optional<format::EndRecord> end;
   std::unordered_map<uint64_t, format::ModuleRecord> modules;
   std::unordered_map<uint64_t, format::PythonCodeRecord> python_codes;
@@ -162,6 +183,17 @@ struct Profile {
   std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id, on demand
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
+  // The instrumentation API. The figures above describe `heap` ("" for the system heap, else
+  // a custom heap's name, ReplayOptions::heap); every custom heap has figures of its own.
+  std::string heap;
+  std::unordered_map<uint64_t, std::string> strings;  // interned names, by id
+  std::vector<Marker> markers;  // all of them, in sequence order, even past the snapshot
+  std::vector<HeapFigures> heaps;  // custom heaps, in creation order, at the snapshot
+  std::unordered_map<uint32_t, std::string> heap_names;  // by heap id
+  std::vector<Anomaly> anomalies;  // the first CustomHeaps::kMaxAnomaliesKept
+  uint64_t anomaly_counts[Anomaly::kKinds] = {};
+  const std::string& StringOf(uint64_t id) const;
+  std::string HeapDisplayName() const { return heap.empty() ? "system" : heap; }
 
   // "exit", "peak (2.310 s)", "t=2.5s (2.501 s)": what the in-use figures describe.
   std::string SnapshotLabel() const;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "format/chunk.h"
@@ -17,8 +18,9 @@ using format::EventKind;
 
 class CaptureBuilder {
  public:
-  CaptureBuilder() : enc_(&payload_) {
+  explicit CaptureBuilder(uint64_t sample_rate = 0) : enc_(&payload_) {
     enc_.Process({1, 0, 0, 0, "/bin/test", {"test"}, "0"});
+    if (sample_rate) enc_.Sampling({sample_rate});
     for (int i = 0; i < 4; ++i) enc_.StackNode({0, 0x1000u + i});  // stacks 1..4, depth 1
   }
   // Events are given in order; each lands in the batch of its thread.
@@ -229,6 +231,62 @@ TEST(Replay, AddressMapLargestGap) {
   EXPECT_EQ(p.address_map[0].end - p.address_map[0].begin, 0x30300u - 0x10000u);
   EXPECT_EQ(p.address_map[0].in_use_bytes, 0x400u);
   EXPECT_EQ(p.address_map[0].blocks, 4u);
+}
+
+}  // namespace
+}  // namespace memlens::analyzer
+
+namespace memlens::analyzer {
+namespace {
+
+// docs/sampling.md: a recorded block of s bytes stands for s/p bytes and 1/p blocks, where
+// p = 1 - exp(-s/rate) is the chance it was recorded.
+double Chance(double size, double rate) { return -std::expm1(-size / rate); }
+
+TEST(Replay, SampledBlocksAreScaledBackByTheirChance) {
+  constexpr double kRate = 1000;
+  CaptureBuilder b(1000);
+  b.Add(EventKind::kMalloc, 0xa0, 1000, 1);   // p = 0.632: 1582 bytes, 1.58 blocks
+  b.Add(EventKind::kMalloc, 0xb0, 1000, 1);
+  b.Add(EventKind::kMalloc, 0xc0, 1000, 1);
+  b.Add(EventKind::kMalloc, 0xd0, 10, 2);     // p = 0.00995: 1005 bytes, 100.5 blocks
+  b.Add(EventKind::kFree, 0xa0);
+  b.Add(EventKind::kMmap, 0x100000, 8192, 3);  // mappings are recorded in full: weight 1
+  b.Add(EventKind::kReallocOld, 0xb0);         // a failed realloc puts the block back whole
+  b.Add(EventKind::kReallocFailed, 0xb0);
+  Profile p = Load(b.File(true));
+  EXPECT_EQ(p.sample_rate, 1000u);
+  const double big = 1000 / Chance(1000, kRate), small = 10 / Chance(10, kRate);
+  const uint64_t big_bytes = std::llround(big), small_bytes = std::llround(small);
+  EXPECT_EQ(big_bytes, 1582u);
+  EXPECT_EQ(small_bytes, 1005u);
+  EXPECT_EQ(p.totals.allocated_bytes, 3 * big_bytes + small_bytes + 8192);
+  // Counts add up in fractions before rounding: 3 x 1.582 + 100.5 + 1 = 106.25, not 3 x 2 + ...
+  EXPECT_EQ(p.totals.allocations, std::llround(3 / Chance(1000, kRate) + 1 / Chance(10, kRate) + 1));
+  EXPECT_EQ(p.totals.allocations, 106u);
+  EXPECT_EQ(p.totals.frees, 2u);  // the free (1.58 blocks), rounded
+  EXPECT_EQ(p.totals.peak_bytes, 3 * big_bytes + small_bytes + 8192 - big_bytes);
+  EXPECT_EQ(p.totals.leaked_bytes, 2 * big_bytes + small_bytes + 8192);
+  EXPECT_EQ(p.stacks.at(1).allocated_bytes, 3 * big_bytes);
+  EXPECT_EQ(p.stacks.at(1).leaked_bytes, 2 * big_bytes);
+  EXPECT_EQ(p.stacks.at(1).leaked_blocks, 3u);  // 2 x 1.582
+  EXPECT_EQ(p.stacks.at(2).leaked_blocks, 101u);  // 100.5 (100.50083) rounds up
+  EXPECT_EQ(p.stacks.at(3).leaked_bytes, 8192u);
+  EXPECT_EQ(p.stacks.at(3).leaked_blocks, 1u);
+  EXPECT_EQ(p.size_histogram[SizeBucketOf(10)].count, 101u);
+  EXPECT_EQ(p.size_histogram[SizeBucketOf(10)].bytes, small_bytes);
+}
+
+TEST(Replay, FullCapturesStayExact) {
+  CaptureBuilder b;
+  for (uint64_t i = 0; i < 5; ++i) b.Add(EventKind::kMalloc, 0x1000 + 0x100 * i, 1000, 1);
+  b.Add(EventKind::kFree, 0x1000);
+  Profile p = Load(b.File(true));
+  EXPECT_EQ(p.sample_rate, 0u);
+  EXPECT_EQ(p.totals.allocated_bytes, 5000u);
+  EXPECT_EQ(p.totals.allocations, 5u);
+  EXPECT_EQ(p.totals.frees, 1u);
+  EXPECT_EQ(p.totals.leaked_blocks, 4u);
 }
 
 }  // namespace

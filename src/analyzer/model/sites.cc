@@ -10,18 +10,26 @@ namespace {
 
 constexpr uint64_t kTruncatedMarkerIp = 1;  // see the agent's writer
 
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // Frames that belong to the allocator or the standard library's templates rather than to the
 // code that asked for memory: operator new itself, and code instantiated from system headers
 // (std::allocator, std::vector growth, std::map nodes...). The site is the first frame past them.
+// The annotation frames of a custom heap's blocks and memlens's own header (its C++ helpers,
+// inlined into the program) are plumbing too.
 bool IsAllocatorFrame(const SourceFrame& f) {
   const std::string& fn = f.function;
   return fn.rfind("operator new", 0) == 0 || fn.rfind("operator delete", 0) == 0 ||
-         f.file.rfind("/usr/include/", 0) == 0 || f.file.rfind("/usr/lib/gcc/", 0) == 0;
+         f.file.rfind("/usr/include/", 0) == 0 || f.file.rfind("/usr/lib/gcc/", 0) == 0 ||
+         f.annotation || EndsWith(f.file, "/memlens/memlens.h");
 }
 
 // Python's own library, installed packages and frozen modules, as opposed to the program's code.
 bool IsPythonLibraryFile(const std::string& file) {
   if (file.rfind("<frozen ", 0) == 0) return true;
+  if (EndsWith(file, "/memlens/api.py")) return true;  // memlens.Heap and friends
   if (file.find("/site-packages/") != std::string::npos ||
       file.find("/dist-packages/") != std::string::npos) {
     return true;
@@ -52,6 +60,17 @@ const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
       f.file = code->second.filename;
     } else {
       f.function = "<unknown Python code>";
+    }
+  } else if (format::IsAnnotationFrameIp(node.ip)) {
+    uint32_t value = format::AnnotationValue(node.ip);
+    f.annotation = true;
+    f.module = "[memlens]";
+    if (format::AnnotationKind(node.ip) == format::Annotation::kHeap) {
+      auto name = profile_.heap_names.find(value);
+      f.function = "[heap " + (name != profile_.heap_names.end() ? name->second
+                                                                 : "#" + std::to_string(value)) + "]";
+    } else {
+      f.function = "[type " + profile_.StringOf(value) + "]";
     }
   } else if (node.ip == kTruncatedMarkerIp) {
     f.function = "[stack truncated]";
@@ -86,6 +105,22 @@ size_t StackResolver::SiteIndex(const Stack& frames) {
   return i;
 }
 
+std::string TypeOf(const Stack& frames) {
+  for (const SourceFrame* f : frames) {
+    if (!f->annotation) break;
+    if (f->function.rfind("[type ", 0) == 0) return f->function.substr(6, f->function.size() - 7);
+  }
+  return "(untyped)";
+}
+
+std::string HeapOf(const Profile& profile, const Stack& frames) {
+  for (const SourceFrame* f : frames) {
+    if (!f->annotation) break;
+    if (f->function.rfind("[heap ", 0) == 0) return f->function.substr(6, f->function.size() - 7);
+  }
+  return profile.HeapDisplayName();
+}
+
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by) {
   using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
   std::map<Key, SiteRow> groups;
@@ -111,6 +146,14 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
       case GroupBy::kStack:
         key = {"", "", 0, "", stack_id};
         break;
+      case GroupBy::kHeap:
+      case GroupBy::kType: {
+        std::string name = by == GroupBy::kHeap ? HeapOf(profile, frames) : TypeOf(frames);
+        site = SourceFrame{};
+        site.function = name;
+        key = {name, "", 0, "", 0};
+        break;
+      }
     }
     SiteRow& row = groups[key];
     row.site = site;
@@ -148,7 +191,9 @@ bool ParseGroupBy(const std::string& text, GroupBy* out) {
   static const std::map<std::string, GroupBy> kNames = {{"function", GroupBy::kFunction},
                                                         {"line", GroupBy::kLine},
                                                         {"module", GroupBy::kModule},
-                                                        {"stack", GroupBy::kStack}};
+                                                        {"stack", GroupBy::kStack},
+                                                        {"heap", GroupBy::kHeap},
+                                                        {"type", GroupBy::kType}};
   auto it = kNames.find(text);
   if (it == kNames.end()) return false;
   *out = it->second;

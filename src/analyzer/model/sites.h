@@ -37,7 +37,9 @@ class StackResolver {
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
 };
 
-enum class GroupBy { kFunction, kLine, kModule, kStack };
+// kHeap and kType group by the annotation frames of custom heaps' blocks (a row "system" or
+// "(untyped)" for the rest).
+enum class GroupBy { kFunction, kLine, kModule, kStack, kHeap, kType };
 enum class SortBy { kPeak, kAllocated, kCount, kLeaked };
 
 struct SiteRow {
@@ -47,6 +49,10 @@ struct SiteRow {
   StackStats stats;
 };
 
+// The type name of a custom heap's block ("(untyped)" when it has none), and its heap's name
+// (the profile's heap for a stack without a heap annotation), from a stack's annotation frames.
+std::string TypeOf(const Stack& frames);
+std::string HeapOf(const Profile& profile, const Stack& frames);
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by);
 void SortRows(std::vector<SiteRow>* rows, SortBy by);
 uint64_t SortValue(const StackStats& s, SortBy by);

@@ -79,6 +79,17 @@ uint64_t StateReader::Next() {
   return ok_ ? v : 0;
 }
 
+std::string StateReader::Text() {
+  uint64_t n = Next();
+  if (!ok_ || n > static_cast<uint64_t>(end_ - p_)) {
+    ok_ = false;
+    return {};
+  }
+  std::string text(reinterpret_cast<const char*>(p_), n);
+  p_ += n;
+  return text;
+}
+
 const IndexCheckpoint* SnapshotIndex::Before(uint64_t stop_seq) const {
   const IndexCheckpoint* best = nullptr;
   for (const auto& c : checkpoints) {
@@ -162,6 +173,15 @@ bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
       c.max_seq = c.min_seq + r.Next();
       out.chunks.push_back(c);
     }
+    uint64_t marker_count = r.Next();
+    for (uint64_t i = 0; i < marker_count && r.ok(); ++i) {
+      Marker m;
+      m.name = r.Text();
+      m.category = r.Text();
+      m.snapshot = r.Next() != 0;
+      m.seq = r.Next();
+      out.markers.push_back(std::move(m));
+    }
     uint64_t count = r.Next();
     for (uint64_t i = 0; i < count && r.ok(); ++i) {
       IndexCheckpoint c;
@@ -231,7 +251,7 @@ SnapshotIndexWriter::~SnapshotIndexWriter() {
 }
 
 void SnapshotIndexWriter::Add(uint64_t seq, std::string_view state, uint64_t timeline_points) {
-  if (!file_) return;
+  if (!file_ || stopped_) return;
   std::string stored;
   if (!Compress(state, &stored) || std::fwrite(stored.data(), 1, stored.size(), file_) != stored.size()) {
     std::fclose(file_);  // a full disk: no index this time
@@ -288,6 +308,15 @@ bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
     PutVarint(&table, c.min_seq);
     PutVarint(&table, c.max_seq - c.min_seq);
     last_offset = c.offset;
+  }
+  PutVarint(&table, index->markers.size());
+  for (const Marker& m : index->markers) {
+    for (const std::string* text : {&m.name, &m.category}) {
+      PutVarint(&table, text->size());
+      table += *text;
+    }
+    PutVarint(&table, m.snapshot);
+    PutVarint(&table, m.seq);
   }
   PutVarint(&table, checkpoints_.size());
   for (const IndexCheckpoint& c : checkpoints_) {

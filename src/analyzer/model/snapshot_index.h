@@ -23,7 +23,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 1;
+inline constexpr uint32_t kIndexVersion = 2;
 
 struct IndexCheckpoint {
   uint64_t seq = 0;           // the state before the event with this sequence number
@@ -52,6 +52,7 @@ struct SnapshotIndex {
   std::vector<TimelinePoint> timeline;  // the whole capture's
   std::vector<IndexCheckpoint> checkpoints;  // by seq
   std::vector<IndexChunk> chunks;            // by offset
+  std::vector<Marker> markers;               // all of the image's, in order
 
   // The chunk at this offset, null when it holds no event of the indexed image.
   const IndexChunk* ChunkAt(uint64_t offset) const;
@@ -95,6 +96,11 @@ class SnapshotIndexWriter {
   uint64_t spacing() const { return spacing_; }
   void Add(uint64_t seq, std::string_view state, uint64_t timeline_points);
   void DropCheckpoints() { checkpoints_.clear(); }  // a new program image began
+  // For good: the replay reached state that checkpoints do not save (custom heaps).
+  void StopCheckpoints() {
+    checkpoints_.clear();
+    stopped_ = true;
+  }
   // index: all but the checkpoints filled in, chunks included; times: the indexed image's.
   bool Finish(SnapshotIndex* index, const std::vector<format::TimeRecord>& times);
 
@@ -107,6 +113,7 @@ class SnapshotIndexWriter {
   uint64_t min_spacing_ = kMinSpacing;
   uint64_t capture_size_ = 0, capture_mtime_ns_ = 0;
   std::vector<IndexCheckpoint> checkpoints_;
+  bool stopped_ = false;
 };
 
 // Varint byte strings for the saved state.
@@ -115,6 +122,7 @@ class StateReader {
   explicit StateReader(std::string_view data)
       : p_(reinterpret_cast<const uint8_t*>(data.data())), end_(p_ + data.size()) {}
   uint64_t Next();
+  std::string Text();  // a varint length, then the bytes
   bool ok() const { return ok_; }
   bool AtEnd() const { return p_ == end_; }
 

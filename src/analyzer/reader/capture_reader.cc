@@ -4,6 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +55,8 @@ class OrderingVisitor : public format::RecordVisitor {
   void OnDrops(const format::DropsRecord& r) override { out_->OnDrops(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
   void OnResident(const format::ResidentRecord& r) override { out_->OnResident(r); }
+  void OnString(const format::StringRecord& r) override { out_->OnString(r); }
+  void OnSampling(const format::SamplingRecord& r) override { out_->OnSampling(r); }
 
   void StartChunk() { chunk_min_seq_ = chunk_max_seq_ = -1; }
   int64_t chunk_min_seq() const { return chunk_min_seq_; }
@@ -74,6 +80,65 @@ class OrderingVisitor : public format::RecordVisitor {
   int64_t chunk_min_seq_ = -1, chunk_max_seq_ = -1;
   std::optional<format::EndRecord> end_;
   bool seen_process_ = false;
+};
+
+// Reads, checks and decompresses chunks on a thread of its own, a few ahead of the decoding
+// and replay on the caller's thread, so a long capture keeps both cores busy.
+class ChunkPrefetcher {
+ public:
+  struct Item {
+    uint64_t offset = 0;      // where the chunk starts
+    uint64_t end_offset = 0;  // where it ends
+    format::ChunkReader::Result result = format::ChunkReader::Result::kEnd;
+    std::string payload;
+    std::string why;
+  };
+
+  explicit ChunkPrefetcher(format::ChunkReader* chunks)
+      : chunks_(chunks), thread_([this] { Run(); }) {}
+  ~ChunkPrefetcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+
+  // The next chunk, or the end or the damage that stopped the reading (then always again).
+  void Next(Item* item) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !ready_.empty(); });
+    *item = std::move(ready_.front());
+    if (item->result == format::ChunkReader::Result::kChunk) ready_.pop_front();
+    changed_.notify_all();
+  }
+
+ private:
+  static constexpr size_t kAhead = 4;
+
+  void Run() {
+    for (;;) {
+      Item item;
+      item.offset = chunks_->offset();
+      item.result = chunks_->Next(&item.payload, &item.why);
+      item.end_offset = chunks_->offset();
+      bool last = item.result != format::ChunkReader::Result::kChunk;
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return stop_ || ready_.size() < kAhead; });
+      if (stop_) return;
+      ready_.push_back(std::move(item));
+      changed_.notify_all();
+      if (last) return;
+    }
+  }
+
+  format::ChunkReader* chunks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Item> ready_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest is set up
 };
 
 }  // namespace
@@ -101,27 +166,29 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
     return false;
   }
   OrderingVisitor ordering(visitor, options);
-  std::string payload;
-  for (;;) {
-    uint64_t chunk_offset = chunks.offset();
-    auto result = chunks.Next(&payload, &why);
-    if (result == format::ChunkReader::Result::kEnd) break;
-    if (result != format::ChunkReader::Result::kChunk) {
-      status->damage = why;
-      break;
-    }
-    ordering.StartChunk();
-    bool events = !options.wants_events || options.wants_events(chunk_offset);
-    if (!format::DecodeRecords(payload, &ordering, &why, events)) {
-      status->damage = "capture is corrupt at byte " + std::to_string(chunks.offset()) + ": " + why;
-      break;
-    }
-    if (options.on_chunk) {
-      options.on_chunk(chunk_offset, ordering.image(), ordering.chunk_min_seq(),
-                       ordering.chunk_max_seq());
+  ChunkPrefetcher::Item chunk;
+  {
+    ChunkPrefetcher prefetcher(&chunks);
+    for (;;) {
+      prefetcher.Next(&chunk);
+      status->bytes_read = chunk.end_offset;
+      if (chunk.result == format::ChunkReader::Result::kEnd) break;
+      if (chunk.result != format::ChunkReader::Result::kChunk) {
+        status->damage = chunk.why;
+        break;
+      }
+      ordering.StartChunk();
+      bool events = !options.wants_events || options.wants_events(chunk.offset);
+      if (!format::DecodeRecords(chunk.payload, &ordering, &why, events)) {
+        status->damage = "capture is corrupt at byte " + std::to_string(chunk.end_offset) + ": " + why;
+        break;
+      }
+      if (options.on_chunk) {
+        options.on_chunk(chunk.offset, ordering.image(), ordering.chunk_min_seq(),
+                         ordering.chunk_max_seq());
+      }
     }
   }
-  status->bytes_read = chunks.offset();
   ordering.Finish(status);
   return true;
 }

@@ -31,6 +31,8 @@ struct SourceFrame {
   uint64_t module_offset = 0;  // ip - load_bias: lets a user symbolize by hand later
   bool inlined = false;  // true: inlined into the next (outer) frame of the same ip
   bool python = false;   // a Python frame (module is "[python]"), not a native one
+  // An annotation of a custom heap's block (module "[memlens]"): "[heap NAME]", "[type NAME]".
+  bool annotation = false;
 };
 
 class Symbolizer {

@@ -3,9 +3,15 @@
 Run a program under it with `python3 -m memlens run script.py` (or `memlens run -- CMD`), then
 ask the capture questions: `memlens summary CAPTURE`, `top`, `tree`, `leaks`. This package holds
 the `memlens` executable and the agent it preloads into the profiled program; see README.md.
+
+A program can also talk to memlens (no-ops when it is not being recorded; memlens/api.py,
+docs/api.md): memlens.Heap(name) for its own pools, memlens.marker(name),
+memlens.snapshot(name), `with memlens.region(name):`.
 """
 import os
 import pathlib
+
+from memlens.api import Heap, is_recording, marker, region, snapshot
 
 __version__ = "0.1.0"
 

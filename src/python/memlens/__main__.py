@@ -1,7 +1,7 @@
 """`python3 -m memlens ...`: the memlens command line, run from Python.
 
-    python3 -m memlens run [-o FILE] script.py ARGS...
-    python3 -m memlens run [-o FILE] -m package ARGS...
+    python3 -m memlens run [-o FILE] [--sample | --sample-rate BYTES] script.py ARGS...
+    python3 -m memlens run [-o FILE] [--sample | --sample-rate BYTES] -m package ARGS...
     python3 -m memlens summary|top|tree|leaks CAPTURE ...
 
 `run` records this same interpreter (sys.executable) running the script or module, exactly as
@@ -13,15 +13,19 @@ import sys
 
 from memlens import executable
 
-USAGE = """usage: python3 -m memlens run [-o FILE] [--python-frames N] script.py [ARGS...]
-       python3 -m memlens run [-o FILE] [--python-frames N] -m module [ARGS...]
+USAGE = """usage: python3 -m memlens run [-o FILE] [--python-frames N] [--sample | --sample-rate BYTES]
+                                 script.py [ARGS...]
+       python3 -m memlens run [OPTIONS] -m module [ARGS...]
        python3 -m memlens summary|top|tree|leaks CAPTURE [OPTIONS]   (see --help)"""
 
 
 def run_command(args):
     """memlens `run` arguments for running a Python program with this interpreter."""
     options = []
-    while args and args[0] in ("-o", "--output", "--python-frames"):
+    while args and args[0] in ("-o", "--output", "--python-frames", "--sample-rate", "--sample"):
+        if args[0] == "--sample":  # a flag: sample at the default rate (docs/sampling.md)
+            options.append(args.pop(0))
+            continue
         if len(args) < 2:
             sys.exit(f"memlens: run: {args[0]} needs a value\n" + USAGE)
         options += [args[0], args[1]]

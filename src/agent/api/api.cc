@@ -1,0 +1,120 @@
+// src/agent/api/api.cc
+//
+// The agent's side of the instrumentation API (include/memlens/memlens.h): the exported
+// memlens_* functions that programs reach through the header (dlsym) and Python through ctypes.
+// Each one records an event (a custom heap's create, block alloc/free/realloc, reset, destroy;
+// a marker; a snapshot request) when this process is being recorded, and returns at once when
+// it is not. Misuse is not checked here (the analyzer pairs frees with allocations and reports
+// anomalies): the agent keeps no per-block table.
+//
+// Runs on: application threads. Hot-path rules apply (recorder.h): no heap, no locks, no stdio.
+#define MEMLENS_AGENT_BUILD
+#include "memlens/memlens.h"
+
+#include <atomic>
+#include <cstdint>
+
+#include "agent/api/string_table.h"
+#include "agent/recorder/recorder.h"
+
+using memlens::agent::HookGuard;
+using memlens::agent::InternString;
+using memlens::format::EventKind;
+
+namespace {
+
+std::atomic<uint32_t> g_next_heap{1};
+
+// True when the call should be recorded; decides, at the process's first call into the agent,
+// whether it records at all (as the interposers do).
+inline bool ShouldRecordApiCall(const void* caller) {
+  if (__builtin_expect(memlens::agent::g_state.load(std::memory_order_relaxed) ==
+                           memlens::agent::kUninitialized, 0)) {
+    memlens::agent::InitializeOnce();
+  }
+  return memlens::agent::ShouldRecord(caller);
+}
+#define Enter() ShouldRecordApiCall(__builtin_return_address(0))
+
+uint32_t HeapId(memlens_heap* heap) {
+  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(heap));
+}
+
+const void* AsAddress(uint64_t value) { return reinterpret_cast<const void*>(value); }
+
+void RecordBlock(EventKind kind, memlens_heap* heap, const void* ptr, size_t size,
+                 const char* type_name) {
+  uint32_t type = type_name ? InternString(type_name) : 0;
+  memlens::agent::RecordAnnotated(kind, ptr, size, (uint64_t{HeapId(heap)} << 32) | type);
+}
+
+}  // namespace
+
+extern "C" {
+
+memlens_heap* memlens_heap_create(const char* name) {
+  if (!Enter()) return nullptr;
+  HookGuard guard;
+  uint32_t id = g_next_heap.fetch_add(1, std::memory_order_relaxed);
+  memlens::agent::RecordAlloc(EventKind::kHeapCreate, AsAddress(id), InternString(name));
+  return reinterpret_cast<memlens_heap*>(static_cast<uintptr_t>(id));
+}
+
+void memlens_heap_alloc(memlens_heap* heap, const void* ptr, size_t size) {
+  if (!heap || !ptr || !Enter()) return;
+  HookGuard guard;
+  RecordBlock(EventKind::kHeapAlloc, heap, ptr, size, nullptr);
+}
+
+void memlens_heap_alloc_typed(memlens_heap* heap, const void* ptr, size_t size,
+                              const char* type_name) {
+  if (!heap || !ptr || !Enter()) return;
+  HookGuard guard;
+  RecordBlock(EventKind::kHeapAlloc, heap, ptr, size, type_name);
+}
+
+void memlens_heap_free(memlens_heap* heap, const void* ptr) {
+  if (!heap || !ptr || !Enter()) return;
+  HookGuard guard;
+  RecordBlock(EventKind::kHeapFree, heap, ptr, 0, nullptr);
+}
+
+// The old block's release first, as for realloc (docs/capture-format.md, section 7).
+void memlens_heap_realloc(memlens_heap* heap, const void* old_ptr, const void* new_ptr,
+                          size_t new_size) {
+  if (!heap || !Enter()) return;
+  HookGuard guard;
+  if (old_ptr) RecordBlock(EventKind::kHeapFree, heap, old_ptr, 0, nullptr);
+  if (new_ptr) RecordBlock(EventKind::kHeapRealloc, heap, new_ptr, new_size, nullptr);
+}
+
+void memlens_heap_reset(memlens_heap* heap) {
+  if (!heap || !Enter()) return;
+  HookGuard guard;
+  memlens::agent::RecordRelease(EventKind::kHeapReset, AsAddress(HeapId(heap)), 0);
+}
+
+void memlens_heap_destroy(memlens_heap* heap) {
+  if (!heap || !Enter()) return;
+  HookGuard guard;
+  memlens::agent::RecordRelease(EventKind::kHeapDestroy, AsAddress(HeapId(heap)), 0);
+}
+
+void memlens_add_marker(const char* name, const char* category) {
+  if (!Enter()) return;
+  HookGuard guard;
+  memlens::agent::RecordRelease(EventKind::kMarker, AsAddress(InternString(name)),
+                                category ? InternString(category) : 0);
+}
+
+void memlens_take_snapshot(const char* name) {
+  if (!Enter()) return;
+  HookGuard guard;
+  memlens::agent::RecordRelease(EventKind::kSnapshot, AsAddress(InternString(name)), 0);
+}
+
+int memlens_is_recording(void) {
+  return memlens::agent::g_state.load(std::memory_order_relaxed) == memlens::agent::kRecording;
+}
+
+}  // extern "C"

@@ -1,0 +1,198 @@
+// src/agent/recorder/sampled_pointers.cc: see sampled_pointers.h. Allocation hot path.
+#include "agent/recorder/sampled_pointers.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+
+namespace memlens::agent {
+namespace {
+
+// Bounded waits: spin briefly (the holder is a few instructions from done), then yield the CPU
+// (the holder may have been preempted, or be mapping a bigger table), then give up.
+constexpr int kSpins = 128;
+constexpr int kAttempts = 512;
+
+void Backoff(int attempt) {
+  if (attempt < kSpins) {
+    __builtin_ia32_pause();
+  } else {
+    sched_yield();
+  }
+}
+
+}  // namespace
+
+// Under the shard lock: the count behind a filter bit, and the bit.
+void SampledPointers::Track(uint64_t hash, int delta) {
+  uint32_t& live = live_[hash % kShards][hash >> 58];
+  live += delta;
+  std::atomic<uint64_t>& word = maybe_[hash % kShards];
+  uint64_t bit = uint64_t{1} << (hash >> 58);
+  uint64_t bits = word.load(std::memory_order_relaxed);
+  word.store(live ? bits | bit : bits & ~bit, std::memory_order_relaxed);
+}
+
+SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
+  // The raw system call: neither our mmap hook nor any allocator. Zeroed: every slot empty.
+  void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, count * sizeof(Slot),
+                                              PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  return mem == MAP_FAILED ? nullptr : static_cast<Slot*>(mem);
+}
+
+bool SampledPointers::Init() {
+  Slot* first = MapSlots(kInitialSlots * kShards);  // the first tables side by side
+  if (!first) return false;
+  for (int i = 0; i < kShards; ++i) {
+    shards_[i].slots.store(first + i * kInitialSlots, std::memory_order_relaxed);
+    shards_[i].mask.store(kInitialSlots - 1, std::memory_order_release);
+  }
+  return true;
+}
+
+bool SampledPointers::Lock(Shard& shard, uint32_t* seq) {
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    uint32_t s = shard.seq.load(std::memory_order_relaxed);
+    if (!(s & 1) &&
+        shard.seq.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+      // The odd sequence becomes visible before any slot changes (the seqlock writer's side).
+      std::atomic_thread_fence(std::memory_order_release);
+      *seq = s + 1;
+      return true;
+    }
+    Backoff(attempt);
+  }
+  return false;
+}
+
+void SampledPointers::Unlock(Shard& shard, uint32_t seq) {
+  shard.seq.store(seq + 1, std::memory_order_release);
+}
+
+// Returns true when the address was not there yet.
+bool SampledPointers::Place(Slot* slots, uint64_t mask, uint64_t address, uint64_t size,
+                            uint64_t hash) {
+  for (uint64_t i = (hash >> 6) & mask;; i = (i + 1) & mask) {
+    uint64_t a = slots[i].address.load(std::memory_order_relaxed);
+    if (a == address || a == 0) {
+      slots[i].size.store(size, std::memory_order_relaxed);
+      slots[i].address.store(address, std::memory_order_relaxed);
+      return a == 0;
+    }
+  }
+}
+
+bool SampledPointers::Grow(Shard& shard) {
+  uint64_t old_mask = shard.mask.load(std::memory_order_relaxed);
+  Slot* old = shard.slots.load(std::memory_order_relaxed);
+  uint64_t mask = old_mask * 2 + 1;
+  Slot* slots = MapSlots(mask + 1);
+  if (!slots) return false;
+  for (uint64_t i = 0; i <= old_mask; ++i) {
+    uint64_t a = old[i].address.load(std::memory_order_relaxed);
+    if (a != 0) Place(slots, mask, a, old[i].size.load(std::memory_order_relaxed), Hash(a));
+  }
+  shard.slots.store(slots, std::memory_order_release);
+  shard.mask.store(mask, std::memory_order_release);
+  return true;
+}
+
+// Backward shift: later members of the probe run move into the hole when that brings them no
+// further from their home slot, so lookups can stop at the first empty slot.
+void SampledPointers::EraseAt(Slot* slots, uint64_t mask, uint64_t index) {
+  uint64_t hole = index;
+  for (uint64_t j = (index + 1) & mask;; j = (j + 1) & mask) {
+    uint64_t a = slots[j].address.load(std::memory_order_relaxed);
+    if (a == 0) break;
+    uint64_t home = (Hash(a) >> 6) & mask;
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      slots[hole].size.store(slots[j].size.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+      slots[hole].address.store(a, std::memory_order_relaxed);
+      hole = j;
+    }
+  }
+  slots[hole].address.store(0, std::memory_order_relaxed);
+}
+
+bool SampledPointers::Insert(uint64_t address, uint64_t size) {
+  const uint64_t hash = Hash(address);
+  Shard& shard = shards_[hash % kShards];
+  uint32_t seq;
+  if (!Lock(shard, &seq)) return false;
+  // Keep runs short: at most half full.
+  if ((shard.used + 1) * 2 > shard.mask.load(std::memory_order_relaxed) + 1 && !Grow(shard)) {
+    Unlock(shard, seq);
+    return false;
+  }
+  if (Place(shard.slots.load(std::memory_order_relaxed), shard.mask.load(std::memory_order_relaxed),
+            address, size, hash)) {
+    ++shard.used;
+    Track(hash, +1);
+  }
+  Unlock(shard, seq);
+  return true;
+}
+
+SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) {
+  const uint64_t hash = Hash(address);
+  if (!MaybeSampled(address)) return Lookup::kAbsent;
+  Shard& shard = shards_[hash % kShards];
+  // Optimistic read: nothing shared is written, so frees of unsampled blocks on many threads
+  // never bounce a cache line between them.
+  bool found = false;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kAttempts) return Lookup::kBusy;
+    uint32_t before = shard.seq.load(std::memory_order_acquire);
+    if (before & 1) {
+      Backoff(attempt);
+      continue;
+    }
+    const uint64_t mask = shard.mask.load(std::memory_order_acquire);
+    const Slot* slots = shard.slots.load(std::memory_order_acquire);
+    found = false;
+    uint64_t i = (hash >> 6) & mask;
+    for (uint64_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
+      uint64_t a = slots[i].address.load(std::memory_order_relaxed);
+      if (a == address) found = true;
+      if (a == address || a == 0) break;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (shard.seq.load(std::memory_order_relaxed) == before) break;
+    Backoff(attempt);
+  }
+  if (!found) return Lookup::kAbsent;
+  // Only the block's owner frees it, so it is still there; remove it under the lock.
+  uint32_t seq;
+  if (!Lock(shard, &seq)) return Lookup::kBusy;
+  const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
+  Slot* slots = shard.slots.load(std::memory_order_relaxed);
+  Lookup result = Lookup::kAbsent;
+  uint64_t i = (hash >> 6) & mask;
+  for (uint64_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
+    uint64_t a = slots[i].address.load(std::memory_order_relaxed);
+    if (a == 0) break;
+    if (a == address) {
+      *size = slots[i].size.load(std::memory_order_relaxed);
+      EraseAt(slots, mask, i);
+      --shard.used;
+      Track(hash, -1);
+      result = Lookup::kTaken;
+      break;
+    }
+  }
+  Unlock(shard, seq);
+  return result;
+}
+
+size_t SampledPointers::Count() const {
+  size_t total = 0;
+  for (const Shard& shard : shards_) total += shard.used;
+  return total;
+}
+
+}  // namespace memlens::agent

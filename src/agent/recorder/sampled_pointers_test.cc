@@ -1,0 +1,106 @@
+// SampledPointers: every remembered block is found and removed exactly once, absent ones are
+// never reported taken, through growth, backward-shift deletion and many threads at once.
+#include "agent/recorder/sampled_pointers.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace memlens::agent {
+namespace {
+
+std::unique_ptr<SampledPointers> NewSet() {
+  auto set = std::make_unique<SampledPointers>();
+  EXPECT_TRUE(set->Init());
+  return set;
+}
+
+TEST(SampledPointers, TakesWhatWasInsertedOnce) {
+  auto set = NewSet();
+  ASSERT_TRUE(set->Insert(0x1000, 24));
+  ASSERT_TRUE(set->Insert(0x2000, 4096));
+  uint64_t size = 0;
+  EXPECT_EQ(set->Take(0x3000, &size), SampledPointers::Lookup::kAbsent);
+  EXPECT_EQ(set->Take(0x1000, &size), SampledPointers::Lookup::kTaken);
+  EXPECT_EQ(size, 24u);
+  EXPECT_EQ(set->Take(0x1000, &size), SampledPointers::Lookup::kAbsent);
+  EXPECT_EQ(set->Take(0x2000, &size), SampledPointers::Lookup::kTaken);
+  EXPECT_EQ(size, 4096u);
+  EXPECT_EQ(set->Count(), 0u);
+  // A stale entry at a reused address is overwritten, not duplicated.
+  ASSERT_TRUE(set->Insert(0x5000, 1));
+  ASSERT_TRUE(set->Insert(0x5000, 2));
+  EXPECT_EQ(set->Count(), 1u);
+  EXPECT_EQ(set->Take(0x5000, &size), SampledPointers::Lookup::kTaken);
+  EXPECT_EQ(size, 2u);
+}
+
+// Far more entries than the first tables hold, removed in an order unrelated to insertion:
+// growth keeps every entry and backward shifts never cut a probe run.
+TEST(SampledPointers, GrowsAndDeletesWithoutLosingEntries) {
+  auto set = NewSet();
+  constexpr uint64_t kCount = 200000;  // ~12 times the first tables' capacity
+  for (uint64_t i = 1; i <= kCount; ++i) ASSERT_TRUE(set->Insert(i * 16, i));
+  EXPECT_EQ(set->Count(), kCount);
+  uint64_t size = 0;
+  for (uint64_t i = 1; i <= kCount; i += 2) {  // every odd one
+    ASSERT_EQ(set->Take(i * 16, &size), SampledPointers::Lookup::kTaken) << i;
+    ASSERT_EQ(size, i);
+  }
+  for (uint64_t i = 1; i <= kCount; ++i) {
+    auto expected = i % 2 ? SampledPointers::Lookup::kAbsent : SampledPointers::Lookup::kTaken;
+    ASSERT_EQ(set->Take(i * 16, &size), expected) << i;
+  }
+  EXPECT_EQ(set->Count(), 0u);
+}
+
+// Threads insert and take their own blocks while others ask about blocks that were never
+// sampled: no false "taken", no lost entry, nothing left at the end. A bounded wait may give up
+// (kBusy, or an Insert that returns false) when a lock holder is descheduled for long on a busy
+// machine; that is allowed, and counted apart from wrong answers.
+TEST(SampledPointers, ManyThreads) {
+  auto set = NewSet();
+  constexpr int kThreads = 8;
+  constexpr uint64_t kPerThread = 50000;
+  std::atomic<uint64_t> wrong{0}, busy{0};
+  std::vector<std::thread> threads;
+  using Lookup = SampledPointers::Lookup;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      uint64_t base = (uint64_t{t} + 1) << 40;
+      std::vector<bool> inserted(kPerThread);
+      uint64_t size;
+      auto take_mine = [&](uint64_t i) {
+        Lookup got = set->Take(base + i * 32, &size);
+        if (got == Lookup::kBusy) {
+          ++busy;
+        } else if (got != (inserted[i] ? Lookup::kTaken : Lookup::kAbsent) ||
+                   (got == Lookup::kTaken && size != i + 1)) {
+          ++wrong;
+        }
+      };
+      for (uint64_t i = 0; i < kPerThread; ++i) {
+        inserted[i] = set->Insert(base + i * 32, i + 1);
+        if (!inserted[i]) ++busy;
+        // Never inserted by anyone: must read as absent.
+        Lookup never = set->Take(base + (uint64_t{1} << 39) + i * 32, &size);
+        if (never == Lookup::kTaken) ++wrong;
+        if (never == Lookup::kBusy) ++busy;
+        if (i % 3 == 0) take_mine(i);  // free some at once, keep the rest live for a while
+      }
+      for (uint64_t i = 0; i < kPerThread; ++i) {
+        if (i % 3 != 0) take_mine(i);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_LT(busy.load(), kThreads * kPerThread / 1000) << "bounded waits gave up too often";
+  if (busy.load() == 0) EXPECT_EQ(set->Count(), 0u);
+}
+
+}  // namespace
+}  // namespace memlens::agent

@@ -1,0 +1,63 @@
+// src/agent/recorder/sampler.h
+//
+// Sampling mode (docs/sampling.md): every byte a heap allocation asks for is sampled with
+// probability 1/rate, so a block of s bytes is recorded with probability 1 - exp(-s/rate) (the
+// Poisson byte sampling of tcmalloc, jemalloc and heapprofd), and a free is recorded only when
+// its block was. The analyzer scales each recorded block back by the inverse of that
+// probability, which makes every figure an unbiased estimate.
+//
+// The distance to the next sampled byte is exponential; each thread counts it down, so an
+// allocation that is not sampled costs one subtraction and a compare, and never reaches the
+// stack unwinder. Mappings (mmap, munmap, mremap) and pymalloc arenas are always recorded in
+// full: each is a system call that costs more than recording it, and a munmap may cut any part
+// of any mapping, which a set of sampled start addresses could not answer.
+//
+// Runs on: application threads, inside the allocation hooks (hot-path rules apply:
+// docs/hot-path-rules.md). ConfigureSampling runs once, in InitializeOnce, before recording.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/records.h"
+
+namespace memlens::agent {
+
+// The mean bytes between samples; 0 in full tracing. Written once before recording starts.
+extern uint64_t g_sample_rate;
+// Bytes this thread may still allocate before its next sampled byte (<= 0: not yet drawn).
+extern thread_local constinit int64_t t_bytes_to_sample;  // constinit: no TLS wrapper call
+
+// Sets the rate and the seed (0: a random one) and maps the table of sampled blocks. Returns
+// false when the table cannot be mapped.
+bool ConfigureSampling(uint64_t rate, uint64_t seed);
+
+// The countdown ran out (or the thread had none yet): draws, decides, draws the next distance.
+bool SampleSlow(uint64_t size);
+// Out of line: a sampled heap block is remembered so its free is recorded.
+bool RememberSampled(const void* address, size_t size);
+bool AdmitReleaseSlow(format::EventKind kind, const void* address);
+
+// True when an allocation of this size is to be recorded.
+inline bool ShouldSample(uint64_t size) {
+  int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
+  if (__builtin_expect(left > 0, 1)) {
+    t_bytes_to_sample = left;
+    return false;
+  }
+  return SampleSlow(size);
+}
+
+// Called first by RecordAlloc: false when this allocation is left out.
+inline bool AdmitAlloc(format::EventKind kind, const void* address, size_t size) {
+  if (g_sample_rate == 0 || !format::IsHeapAlloc(kind)) return true;
+  return ShouldSample(size) && RememberSampled(address, size);
+}
+
+// Called first by RecordRelease: false when this release is left out (its block was not
+// sampled).
+inline bool AdmitRelease(format::EventKind kind, const void* address) {
+  return g_sample_rate == 0 || AdmitReleaseSlow(kind, address);
+}
+
+}  // namespace memlens::agent

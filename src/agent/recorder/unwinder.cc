@@ -1,0 +1,232 @@
+// src/agent/recorder/unwinder.cc: see unwinder.h. Compiled with frame pointers (CMakeLists.txt):
+// CaptureStack starts the walk from its own frame record.
+#include "agent/recorder/unwinder.h"
+
+#define UNW_LOCAL_ONLY  // in-process unwinding only: the fast, local flavour of libunwind
+#include <libunwind.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#include "agent/recorder/frame_rules.h"
+#include "agent/recorder/recorder.h"
+
+namespace memlens::agent {
+
+std::atomic<uint32_t> g_code_generation{0};
+
+namespace {
+
+constexpr uint32_t kRuleSlots = 4096;         // per thread, direct-mapped by return address
+constexpr uint32_t kInitialCapacity = 1024;   // frames; doubled on demand
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 30;  // a bigger step is a broken rule
+
+void* MapRaw(size_t bytes) {
+  void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  return mem == MAP_FAILED ? nullptr : mem;
+}
+
+}  // namespace
+
+struct UnwindState {
+  struct Slot {
+    uint64_t ip;
+    FrameRule rule;
+  };
+  uint32_t generation = 0;
+  uint32_t capacity = 0;  // frames in each of the four arrays
+  uint32_t prev_count = 0;
+  bool prev_matchable = false;
+  uint64_t* arrays = nullptr;  // one mapping: prev_ip, prev_sp, fresh_ip, fresh_sp
+  uint64_t* prev_ip = nullptr;  // the last committed stack, outermost first
+  uint64_t* prev_sp = nullptr;  // the stack pointer in that frame (its callee's CFA)
+  uint64_t* fresh_ip = nullptr;  // the capture in progress, innermost first
+  uint64_t* fresh_sp = nullptr;
+  Slot rules[kRuleSlots];
+
+  bool SetArrays(uint32_t new_capacity) {
+    auto* mem = static_cast<uint64_t*>(MapRaw(size_t{4} * new_capacity * sizeof(uint64_t)));
+    if (!mem) return false;
+    uint64_t* ip = mem;
+    uint64_t* sp = mem + new_capacity;
+    uint64_t* fip = mem + 2 * size_t{new_capacity};
+    uint64_t* fsp = mem + 3 * size_t{new_capacity};
+    if (arrays) {  // a deeper stack than ever on this thread: keep what we have, free the old
+      std::memcpy(ip, prev_ip, prev_count * sizeof(uint64_t));
+      std::memcpy(sp, prev_sp, prev_count * sizeof(uint64_t));
+      std::memcpy(fip, fresh_ip, capacity * sizeof(uint64_t));
+      std::memcpy(fsp, fresh_sp, capacity * sizeof(uint64_t));
+      syscall(SYS_munmap, arrays, size_t{4} * capacity * sizeof(uint64_t));
+    }
+    arrays = mem;
+    prev_ip = ip;
+    prev_sp = sp;
+    fresh_ip = fip;
+    fresh_sp = fsp;
+    capacity = new_capacity;
+    return true;
+  }
+
+  bool Grow() { return capacity < kMaxStackFrames && SetArrays(capacity * 2); }
+
+  FrameRule RuleFor(uint64_t ip) {
+    Slot& slot = rules[(ip * 0x9e3779b97f4a7c15ULL) >> (64 - 12)];
+    if (slot.ip != ip || slot.rule.kind == FrameRule::kUnknown) {
+      slot.rule = FindFrameRule(ip - 1);  // the call instruction, not the one after it
+      slot.ip = ip;
+    }
+    return slot.rule;
+  }
+};
+static_assert(kRuleSlots == 1u << 12);
+
+namespace {
+
+// The slow, general path: libunwind for the whole stack. Not reusable next time, since it
+// yields no stack pointers.
+void CaptureWithLibunwind(UnwindState* s, CapturedStack* out) {
+  for (;;) {
+    int n = unw_backtrace(reinterpret_cast<void**>(s->fresh_ip), static_cast<int>(s->capacity));
+    if (static_cast<uint32_t>(n) == s->capacity && s->Grow()) continue;
+    int skip = 0;
+    while (skip < n && IsOwnCode(s->fresh_ip[skip])) ++skip;
+    out->fresh = s->fresh_ip + skip;
+    out->fresh_count = static_cast<uint32_t>(n - skip);
+    out->kept = 0;
+    out->truncated = static_cast<uint32_t>(n) == s->capacity;
+    out->matchable = false;
+    return;
+  }
+}
+
+// Every return-address slot of the previous stack's frames [0, end) still holds the address
+// seen there: the activations from there outwards are the same.
+bool OuterFramesIntact(const UnwindState* s, uint32_t end) {
+  for (uint32_t i = 0; i < end; ++i) {
+    if (*reinterpret_cast<const uint64_t*>(s->prev_sp[i] - 8) != s->prev_ip[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void InitializeUnwinder() { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
+
+UnwindState* NewUnwindState() {
+  void* mem = MapRaw(sizeof(UnwindState));
+  if (!mem) return nullptr;
+  auto* state = new (mem) UnwindState();
+  if (!state->SetArrays(kInitialCapacity)) {
+    syscall(SYS_munmap, mem, sizeof(UnwindState));
+    return nullptr;
+  }
+  return state;
+}
+
+void ResetUnwindState(UnwindState* state) {
+  state->prev_count = 0;
+  state->prev_matchable = false;
+}
+
+__attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) {
+  uint32_t generation = g_code_generation.load(std::memory_order_acquire);
+  if (generation != s->generation) {  // code was unmapped: its rules and addresses are stale
+    for (UnwindState::Slot& slot : s->rules) slot = {};
+    s->prev_matchable = false;
+    s->generation = generation;
+  }
+  // Our own frame record (this file keeps frame pointers) gives the caller's registers.
+  const auto* frame = static_cast<const uint64_t*>(__builtin_frame_address(0));
+  uint64_t ip = frame[1];
+  uint64_t sp = reinterpret_cast<uint64_t>(frame + 2);
+  uint64_t rbp = frame[0];
+
+  uint32_t n = 0;
+  bool own = true;  // still in the leading frames of our own code
+  // The frame of the previous stack at or just beyond sp, and a pending match: fresh frame
+  // match_at equals previous frame match_prev; a second one right after it confirms.
+  int64_t prev = s->prev_matchable ? static_cast<int64_t>(s->prev_count) - 1 : -1;
+  int64_t match_prev = -2;
+  uint32_t match_at = 0;
+  out->kept = 0;
+  out->truncated = false;
+  uint64_t rule_ip = 0;
+  FrameRule rule;
+  for (;;) {
+    if (own) own = IsOwnCode(ip);
+    if (!own) {
+      if (prev >= 0) {
+        while (prev >= 0 && s->prev_sp[prev] < sp) --prev;
+        if (prev >= 0 && s->prev_sp[prev] == sp && s->prev_ip[prev] == ip) {
+          if (match_prev == prev + 1) {
+            if (OuterFramesIntact(s, static_cast<uint32_t>(prev))) {
+              n = match_at;
+              out->kept = static_cast<uint32_t>(match_prev) + 1;
+              break;
+            }
+            prev = -1;  // something further out changed: walk to the end
+          } else {
+            match_prev = prev;
+            match_at = n;
+          }
+        } else {
+          match_prev = -2;
+        }
+      }
+      if (n == s->capacity && !s->Grow()) {
+        out->truncated = true;
+        break;
+      }
+      s->fresh_ip[n] = ip;
+      s->fresh_sp[n] = sp;
+      ++n;
+    }
+    if (ip != rule_ip) {  // recursion repeats one return address: skip the cache lookup
+      rule = s->RuleFor(ip);
+      rule_ip = ip;
+    }
+    if (rule.kind == FrameRule::kOutermost) break;
+    uint64_t cfa = (rule.cfa_from_rbp ? rbp : sp) + static_cast<int64_t>(rule.cfa_offset);
+    if (rule.kind != FrameRule::kNormal || cfa <= sp || cfa - sp > kMaxFrameBytes) {
+      CaptureWithLibunwind(s, out);
+      return;
+    }
+    ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
+    if (rule.rbp_offset != 0) {
+      rbp = *reinterpret_cast<const uint64_t*>(cfa + static_cast<int64_t>(rule.rbp_offset));
+    }
+    sp = cfa;
+    if (ip == 0) break;
+  }
+  out->fresh = s->fresh_ip;
+  out->fresh_count = n;
+  out->matchable = !out->truncated;
+}
+
+void CommitStack(UnwindState* s, const CapturedStack& stack) {
+  uint32_t kept = stack.kept;
+  const uint32_t count = stack.fresh_count;
+  const uint64_t* fresh = stack.fresh;
+  while (kept + count > s->capacity) {  // a walk that stopped early may still be the deepest
+    size_t offset = fresh - s->fresh_ip;
+    if (!s->Grow()) {  // kept = 0 next time tells the writer to forget its copy too
+      s->prev_count = 0;
+      s->prev_matchable = false;
+      return;
+    }
+    fresh = s->fresh_ip + offset;
+  }
+  const uint64_t* sps = s->fresh_sp + (fresh - s->fresh_ip);
+  for (uint32_t i = 0; i < count; ++i) {
+    s->prev_ip[kept + i] = fresh[count - 1 - i];
+    s->prev_sp[kept + i] = sps[count - 1 - i];
+  }
+  s->prev_count = kept + count;
+  s->prev_matchable = stack.matchable;
+}
+
+}  // namespace memlens::agent

@@ -1,0 +1,62 @@
+// src/agent/recorder/unwinder.h
+//
+// The unwinder: the native stack of an allocation, innermost first, our own frames cut off,
+// expressed as the frames that changed since the thread's previous stack plus how many of
+// that stack's outermost frames still hold.
+//
+// How (docs/unwinding.md has the measurements behind each choice):
+// - Each frame is stepped with a FrameRule (frame_rules.h) read from the code's DWARF CFI and
+//   cached per thread by return address, so libc and libstdc++, built without frame pointers,
+//   unwind as exactly as code with them. A frame the rules cannot step (a signal trampoline,
+//   code without CFI, a CFA expression) hands the whole stack to libunwind's unw_backtrace.
+// - The thread's previous stack is kept with each frame's stack pointer. The walk stops at the
+//   first two consecutive frames whose (return address, stack pointer) equal two consecutive
+//   frames of the previous stack, once every return-address slot further out still holds the
+//   address seen there last time (one load per frame). An activation that returned and was
+//   replaced by a call from elsewhere rewrites its return-address slot, so the stale part is
+//   never reused. Left open: code with a variable-size frame (alloca, VLA) whose CFA is
+//   rbp-based, re-entered at the same inner stack pointer from a different depth, with its
+//   old return address still intact in stale memory at the old location.
+// - No depth limit short of kMaxStackFrames (a million frames, more than an 8 MiB stack can
+//   hold); the per-thread arrays start small and double on demand.
+//
+// Runs on: application threads (CaptureStack, CommitStack: hot-path rules apply: no heap, no
+// locks; raw mmap/munmap only when a thread's deepest stack doubles). NewUnwindState once per
+// ring. Not thread-safe: a state belongs to the thread that owns its ring.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace memlens::agent {
+
+inline constexpr uint32_t kMaxStackFrames = uint32_t{1} << 20;
+
+struct UnwindState;
+
+struct CapturedStack {
+  const uint64_t* fresh = nullptr;  // return addresses that changed, innermost first
+  uint32_t fresh_count = 0;
+  uint32_t kept = 0;  // then the outermost `kept` frames of the previous committed stack
+  bool truncated = false;  // deeper than kMaxStackFrames: the outermost frames are missing
+  bool matchable = false;  // fresh_sp is valid: the next capture may reuse this one
+};
+
+// Once per process, before the first capture: libunwind's per-thread cache (no global lock).
+void InitializeUnwinder();
+// Maps a new state (raw mmap); nullptr when no memory can be mapped.
+UnwindState* NewUnwindState();
+// Forgets the previous stack: a new thread takes the ring (and the writer forgets it too).
+void ResetUnwindState(UnwindState* state);
+
+// Captures the calling thread's stack. The result points into `state` and stays valid until
+// the next call. kept refers to the stack of the last CommitStack.
+void CaptureStack(UnwindState* state, CapturedStack* out);
+// The captured stack was published: the next capture is relative to it. A capture that was
+// dropped is simply not committed, so the agent's and the writer's previous stacks agree.
+void CommitStack(UnwindState* state, const CapturedStack& stack);
+
+// Bumped when code is unmapped (dlclose): cached rules and previous stacks are forgotten.
+extern std::atomic<uint32_t> g_code_generation;
+
+}  // namespace memlens::agent

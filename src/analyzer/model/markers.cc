@@ -1,0 +1,97 @@
+// src/analyzer/model/markers.cc: see markers.h.
+#include "analyzer/model/markers.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace memlens::analyzer {
+namespace {
+
+// Collects names and marker events; starts over at each program image (exec).
+class MarkerCollector : public format::RecordVisitor {
+ public:
+  explicit MarkerCollector(std::vector<Marker>* out) : out_(out) {}
+  void OnProcess(const format::ProcessRecord&) override {
+    out_->clear();
+    strings_.clear();
+  }
+  void OnString(const format::StringRecord& r) override { strings_[r.id] = r.text; }
+  void OnEvent(const format::Event& e) override {
+    if (e.kind != format::EventKind::kMarker && e.kind != format::EventKind::kSnapshot) return;
+    out_->push_back({Name(e.address), e.size ? Name(e.size) : "",
+                     e.kind == format::EventKind::kSnapshot, e.seq});
+  }
+
+ private:
+  std::string Name(uint64_t id) const {
+    auto it = strings_.find(id);
+    return it == strings_.end() ? "(unknown name)" : it->second;
+  }
+  std::vector<Marker>* out_;
+  std::unordered_map<uint64_t, std::string> strings_;
+};
+
+}  // namespace
+
+bool ReadMarkers(const std::string& path, std::vector<Marker>* markers, std::string* error) {
+  markers->clear();
+  MarkerCollector collector(markers);
+  ReadStatus status;
+  return ReadCapture(path, &collector, &status, error);
+}
+
+bool FindMarkerSeq(const std::string& path, const SnapshotSpec& spec, uint64_t* seq,
+                   std::string* error) {
+  std::vector<Marker> markers;
+  if (!ReadMarkers(path, &markers, error)) return false;
+  const bool snapshot = spec.kind == SnapshotSpec::kSnapshot;
+  const char* what = snapshot ? "snapshot" : "marker";
+  std::map<std::string, uint64_t> counts;  // of the kind asked for, by name
+  uint64_t found = 0;
+  for (const Marker& m : markers) {
+    if (m.snapshot != snapshot) continue;
+    ++counts[m.name];
+    if (m.name == spec.name && ++found == spec.occurrence) {
+      *seq = m.seq;
+      return true;
+    }
+  }
+  if (found > 0) {
+    *error = "@" + spec.text + ": " + what + " '" + spec.name + "' occurs " +
+             std::to_string(found) + " time" + (found == 1 ? "" : "s") + " in this capture (#1 to #" +
+             std::to_string(found) + ")";
+    return false;
+  }
+  std::string names;
+  size_t listed = 0;
+  for (const auto& [name, count] : counts) {
+    if (++listed > 20) {
+      names += ", ...";
+      break;
+    }
+    names += (names.empty() ? "" : ", ") + ("'" + name + "'") +
+             (count > 1 ? " (" + std::to_string(count) + " times)" : "");
+  }
+  *error = "@" + spec.text + ": no " + what + " named '" + spec.name + "' in this capture (" +
+           (names.empty() ? std::string("it has no ") + what + "s" : "its " + std::string(what) + "s: " + names) +
+           ")";
+  return false;
+}
+
+std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count) {
+  std::unordered_map<std::string, size_t> counts;
+  std::string best;
+  size_t best_count = 0;
+  for (const Marker& m : markers) {
+    if (m.snapshot) continue;
+    size_t c = ++counts[m.name];
+    if (c > best_count) {
+      best_count = c;
+      best = m.name;
+    }
+  }
+  return best_count >= min_count ? best : "";
+}
+
+}  // namespace memlens::analyzer

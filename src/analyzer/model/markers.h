@@ -1,0 +1,33 @@
+// src/analyzer/model/markers.h
+//
+// Markers and snapshot requests as snapshot places: FILE@marker:NAME#K names an exact place in
+// the sequence of events (just before the K-th marker NAME), so a snapshot there stops the
+// replay exactly at it (replay.cc passes the sequence number as the replay's stop).
+//
+// Runs on: the analyzer's main thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyzer/model/replay.h"
+
+namespace memlens::analyzer {
+
+// The markers (or snapshot requests) of the capture's last program image, in sequence order,
+// read without replaying anything. Returns false with one line in *error for an unreadable file.
+bool ReadMarkers(const std::string& path, std::vector<Marker>* markers, std::string* error);
+
+// The sequence number of the marker or snapshot request `spec` names. Returns false with one
+// line in *error when the capture has no such name (listing the ones it has) or fewer
+// occurrences than asked.
+bool FindMarkerSeq(const std::string& path, const SnapshotSpec& spec, uint64_t* seq,
+                   std::string* error);
+
+// The name that repeats most among the markers (at least `min_count` times; the first such
+// name on a tie), or "" when none does: the natural windows of a program with a loop
+// (a marker per frame, per request).
+std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count);
+
+}  // namespace memlens::analyzer
