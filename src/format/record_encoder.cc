@@ -6,6 +6,11 @@
 namespace memlens::format {
 namespace {
 
+// The set of `address` in the recent-allocation table (of 2^bits sets).
+size_t AllocSet(uint64_t address, int bits) {
+  return static_cast<size_t>((RotateAddress(address) * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
+}
+
 void PutType(std::string* out, RecordType type) { out->push_back(static_cast<char>(type)); }
 void PutString(std::string* out, const std::string& s) {
   PutVarint(out, s.size());
@@ -91,11 +96,42 @@ void RecordEncoder::Resident(const ResidentRecord& r) {
 }
 
 void RecordEncoder::BeginEvents(uint32_t thread) {
+  EndEvents();
   batches_.push_back({thread, 0});
+  batch_open_ = true;
   last_seq_ = 0;
-  last_address_[0] = last_address_[1] = 0;
+  last_address_ = 0;
   last_stack_ = 0;
   first_in_batch_ = true;
+  batch_allocs_ = thread_allocs_[thread];
+}
+
+
+uint64_t RecordEncoder::BackReference(uint64_t address) {
+  if (address == 0 || recent_.empty()) return 0;
+  RecentAlloc* set = &recent_[AllocSet(address, kAllocSetBits) * kAllocWays];
+  uint32_t thread = batches_.back().first;
+  for (size_t way = 0; way < kAllocWays; ++way) {
+    RecentAlloc& entry = set[way];
+    if (entry.address != address || entry.thread != thread) continue;
+    uint64_t k = batch_allocs_ - entry.serial + 1;  // 1: the thread's latest allocation
+    entry.address = 0;  // released: its slot is free for the next allocation
+    return k <= kMaxBackReference ? k : 0;
+  }
+  return 0;
+}
+
+// Newest first within a set: a new entry takes the first empty way, or pushes out the oldest.
+void RecordEncoder::NoteAllocation(uint64_t address) {
+  ++batch_allocs_;
+  if (address == 0) return;
+  if (recent_.empty()) recent_.assign(kAllocSets * kAllocWays, RecentAlloc{0, 0, 0});
+  recent_used_ = true;
+  RecentAlloc* set = &recent_[AllocSet(address, kAllocSetBits) * kAllocWays];
+  size_t way = 0;
+  while (way + 1 < kAllocWays && set[way].address != 0) ++way;
+  for (; way > 0; --way) set[way] = set[way - 1];
+  set[0] = {address, batches_.back().first, batch_allocs_};
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -103,11 +139,18 @@ void RecordEncoder::AddEvent(const Event& e) {
   // Seqs rise within a batch: store the gap minus one (0 for a single-threaded program).
   PutVarint(&seqs_, first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
   uint64_t rotated = RotateAddress(e.address);
-  uint64_t& last = last_address_[AddressChain(e.kind)];
-  address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last)));
-  last = rotated;
+  bool has_stack = HasStack(e.kind);
+  uint64_t reference = 0;
+  if (AddressChain(e.kind) == 0) {
+    NoteAllocation(e.address);
+  } else {
+    reference = BackReference(e.address);
+    PutVarint(&releases_, reference);
+  }
+  if (reference == 0) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
+  last_address_ = rotated;
   if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
-  if (HasStack(e.kind)) {
+  if (has_stack) {
     PutSignedVarint(&stacks_, static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
   }
@@ -117,11 +160,18 @@ void RecordEncoder::AddEvent(const Event& e) {
 }
 
 void RecordEncoder::EndEvents() {
-  if (!batches_.empty() && batches_.back().second == 0) batches_.pop_back();
+  if (!batch_open_) return;
+  batch_open_ = false;
+  thread_allocs_[batches_.back().first] = batch_allocs_;
+  if (batches_.back().second == 0) batches_.pop_back();
 }
 
 void RecordEncoder::FinishEvents() {
   EndEvents();
+  // Back-references never leave a record: forget this record's allocations.
+  if (recent_used_) recent_.assign(recent_.size(), RecentAlloc{0, 0, 0});
+  recent_used_ = false;
+  thread_allocs_.clear();
   if (batches_.empty()) return;
   PutType(out_, RecordType::kEvents);
   PutVarint(out_, batches_.size());
@@ -139,12 +189,12 @@ void RecordEncoder::FinishEvents() {
   for (int plane = 0; plane < width; ++plane) {
     for (uint64_t d : address_deltas_) addresses_.push_back(static_cast<char>(d >> (8 * plane)));
   }
-  for (const std::string* column : {&kinds_, &seqs_, &addresses_, &sizes_, &stacks_}) {
+  for (const std::string* column : {&kinds_, &seqs_, &releases_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
     out_->append(*column);
   }
   batches_.clear();
-  for (std::string* column : {&kinds_, &seqs_, &sizes_, &stacks_}) column->clear();
+  for (std::string* column : {&kinds_, &seqs_, &releases_, &sizes_, &stacks_}) column->clear();
   address_deltas_.clear();
 }
 

@@ -4,7 +4,8 @@
 // reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
-// there are none yet). Nothing was released before Python support, which is part of 1.0.
+// there are none yet). Nothing was released before Python support, which is part of 1.0;
+// 2.0 added back-references to the event batches. Readers read their own major only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -18,7 +19,7 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMajor = 2;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 
@@ -86,10 +87,13 @@ inline uint64_t PythonFrameIp(uint64_t code_id, uint64_t line) {
 }
 inline uint64_t PythonFrameCode(uint64_t ip) { return (ip & ~kPythonFrameTag) >> 24; }
 inline uint64_t PythonFrameLine(uint64_t ip) { return ip & kMaxPythonLine; }
-// Address coding in event batches (docs/capture-format.md): a delta from the previous event of
-// the same chain (allocations; releases), taken on the address rotated right by 4 bits, since
-// nearly every block is 16-byte aligned and its low nibble carries nothing.
+// Address coding in event batches (docs/capture-format.md): chain 0 are allocations, which
+// back-references can name; chain 1 are releases, each either such a back-reference (at most
+// kMaxBackReference allocations of its thread back, in the same kEvents record) or, like every
+// allocation, a delta from the previous event's address, taken on addresses rotated right by 4
+// bits, since nearly every block is 16-byte aligned and its low nibble carries nothing.
 inline int AddressChain(EventKind k) { return HasStack(k) ? 0 : 1; }
+inline constexpr uint64_t kMaxBackReference = uint64_t{1} << 16;
 inline uint64_t RotateAddress(uint64_t a) { return (a >> 4) | (a << 60); }
 inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }
 const char* EventKindName(EventKind kind);
