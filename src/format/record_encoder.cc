@@ -6,11 +6,6 @@
 namespace memlens::format {
 namespace {
 
-// The set of `address` in the recent-allocation table (of 2^bits sets).
-size_t AllocSet(uint64_t address, int bits) {
-  return static_cast<size_t>((RotateAddress(address) * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
-}
-
 void PutType(std::string* out, RecordType type) { out->push_back(static_cast<char>(type)); }
 void PutString(std::string* out, const std::string& s) {
   PutVarint(out, s.size());
@@ -103,35 +98,40 @@ void RecordEncoder::BeginEvents(uint32_t thread) {
   last_address_ = 0;
   last_stack_ = 0;
   first_in_batch_ = true;
-  batch_allocs_ = thread_allocs_[thread];
+  batch_allocations_ = &thread_allocations_[thread];  // stays valid: the map is node-based
 }
-
 
 uint64_t RecordEncoder::BackReference(uint64_t address) {
-  if (address == 0 || recent_.empty()) return 0;
-  RecentAlloc* set = &recent_[AllocSet(address, kAllocSetBits) * kAllocWays];
-  uint32_t thread = batches_.back().first;
-  for (size_t way = 0; way < kAllocWays; ++way) {
-    RecentAlloc& entry = set[way];
-    if (entry.address != address || entry.thread != thread) continue;
-    uint64_t k = batch_allocs_ - entry.serial + 1;  // 1: the thread's latest allocation
-    entry.address = 0;  // released: its slot is free for the next allocation
-    return k <= kMaxBackReference ? k : 0;
+  ThreadAllocations& mine = *batch_allocations_;
+  if (address == 0 || mine.count == 0) return 0;
+  uint64_t back = 0;
+  if (mine.Holds(mine.last_back, address)) {
+    back = mine.last_back;
+  } else if (mine.Holds(1, address)) {
+    back = 1;
+  } else if (!recent_.empty()) {
+    const RecentSlot& slot = recent_[RecentIndex(address)];
+    if (slot.serial != 0 && slot.thread == batches_.back().first &&
+        mine.Holds(mine.count - slot.serial + 1, address)) {
+      back = mine.count - slot.serial + 1;
+    }
   }
-  return 0;
+  if (back != 0) mine.last_back = back;
+  return back;
 }
 
-// Newest first within a set: a new entry takes the first empty way, or pushes out the oldest.
 void RecordEncoder::NoteAllocation(uint64_t address) {
-  ++batch_allocs_;
+  ThreadAllocations& mine = *batch_allocations_;
+  if (mine.ring.size() < kMaxBackReference) {
+    mine.ring.push_back(address);
+  } else {
+    mine.ring[mine.count % kMaxBackReference] = address;
+  }
+  ++mine.count;
   if (address == 0) return;
-  if (recent_.empty()) recent_.assign(kAllocSets * kAllocWays, RecentAlloc{0, 0, 0});
+  if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
   recent_used_ = true;
-  RecentAlloc* set = &recent_[AllocSet(address, kAllocSetBits) * kAllocWays];
-  size_t way = 0;
-  while (way + 1 < kAllocWays && set[way].address != 0) ++way;
-  for (; way > 0; --way) set[way] = set[way - 1];
-  set[0] = {address, batches_.back().first, batch_allocs_};
+  recent_[RecentIndex(address)] = {batches_.back().first, static_cast<uint32_t>(mine.count)};
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -162,16 +162,16 @@ void RecordEncoder::AddEvent(const Event& e) {
 void RecordEncoder::EndEvents() {
   if (!batch_open_) return;
   batch_open_ = false;
-  thread_allocs_[batches_.back().first] = batch_allocs_;
   if (batches_.back().second == 0) batches_.pop_back();
 }
 
 void RecordEncoder::FinishEvents() {
   EndEvents();
   // Back-references never leave a record: forget this record's allocations.
-  if (recent_used_) recent_.assign(recent_.size(), RecentAlloc{0, 0, 0});
+  if (recent_used_) recent_.assign(recent_.size(), RecentSlot{0, 0});
   recent_used_ = false;
-  thread_allocs_.clear();
+  thread_allocations_.clear();
+  batch_allocations_ = nullptr;
   if (batches_.empty()) return;
   PutType(out_, RecordType::kEvents);
   PutVarint(out_, batches_.size());

@@ -42,23 +42,32 @@ class RecordEncoder {
   size_t pending_events() const { return kinds_.size(); }
 
  private:
-  // Where recent allocations of this record are, to find a release's back-reference: a
-  // set-associative table of kAllocWays entries per set, indexed by the address (bounded
-  // memory: 16 bytes x kAllocSets x kAllocWays = 512 KiB, allocated with the first event; half
-  // of that misses a quarter of the back-references of 4 threads each freeing what it allocated
-  // 4,096 allocations earlier).
-  // An entry is used when both address and thread match; a released entry is emptied.
-  struct RecentAlloc {
-    uint64_t address;  // 0: empty
-    uint32_t thread;
-    uint32_t serial;  // the thread's allocations in this record before this one, plus 1
+  // A thread's allocations in this record, the latest kMaxBackReference of them (a ring, as
+  // the reader keeps it), and the last back-reference its releases used. Memory: 8 bytes per
+  // allocation of the record, as the event columns themselves take; freed with the record.
+  struct ThreadAllocations {
+    std::vector<uint64_t> ring;
+    uint64_t count = 0;
+    uint64_t last_back = 0;
+    bool Holds(uint64_t back, uint64_t address) const {
+      return back != 0 && back <= ring.size() && ring[(count - back) % kMaxBackReference] == address;
+    }
   };
-  static constexpr int kAllocSetBits = 12;
-  static constexpr size_t kAllocSets = size_t{1} << kAllocSetBits;
-  static constexpr size_t kAllocWays = 8;
+  // Where a recent allocation sits in its thread's list, direct-mapped by address: found again
+  // there when the guesses (the last back-reference, which is right for FIFO windows, and 1,
+  // right for temporaries) miss. 8 bytes x kRecentSlots = 64 KiB; every hit is checked against
+  // the list, so a stale slot only costs a miss.
+  struct RecentSlot {
+    uint32_t thread;
+    uint32_t serial;  // 1-based position in the thread's allocations; 0: empty
+  };
+  static constexpr int kRecentBits = 13;
 
   uint64_t BackReference(uint64_t address);  // 0: none
   void NoteAllocation(uint64_t address);
+  static size_t RecentIndex(uint64_t address) {
+    return static_cast<size_t>((RotateAddress(address) * 0x9e3779b97f4a7c15ULL) >> (64 - kRecentBits));
+  }
 
   std::string* out_;
   std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
@@ -70,11 +79,10 @@ class RecordEncoder {
   uint64_t last_stack_ = 0;
   bool first_in_batch_ = true;
   bool batch_open_ = false;
-  std::vector<RecentAlloc> recent_;  // kAllocSets * kAllocWays, or empty before the first event
-  bool recent_used_ = false;         // entries to clear at FinishEvents
-  // Allocations per thread in this record (the current batch's thread: batch_allocs_).
-  std::unordered_map<uint32_t, uint32_t> thread_allocs_;
-  uint32_t batch_allocs_ = 0;
+  std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
+  bool recent_used_ = false;        // slots to clear at FinishEvents
+  std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;  // this record's
+  ThreadAllocations* batch_allocations_ = nullptr;  // the current batch's thread's
 };
 
 }  // namespace memlens::format
