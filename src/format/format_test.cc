@@ -222,6 +222,22 @@ TEST(EventBatches, ReleasesReferBackToTheirAllocation) {
   ExpectSameEvents(Decode(payload), events);
 }
 
+TEST(EventBatches, ReleasesInAnyOrderFindTheirAllocation) {
+  // A, B, C, D freed as C, A, D, B: 2, 4, 1 and 3 allocations back (neither a constant
+  // distance nor always the latest).
+  std::string payload;
+  RecordEncoder enc(&payload);
+  std::vector<Event> events;
+  uint64_t seq = 0;
+  for (uint64_t a : {0xa0, 0xb0, 0xc0, 0xd0}) events.push_back({seq++, EventKind::kMalloc, a, 1, 1, 5});
+  for (uint64_t a : {0xc0, 0xa0, 0xd0, 0xb0}) events.push_back({seq++, EventKind::kFree, a, 0, 0, 5});
+  enc.BeginEvents(5);
+  for (const Event& e : events) enc.AddEvent(e);
+  enc.FinishEvents();
+  EXPECT_EQ(SplitEvents(payload).releases, std::string("\x02\x04\x01\x03", 4));
+  ExpectSameEvents(Decode(payload), events);
+}
+
 TEST(EventBatches, FifoWindowCostsOneRepeatedReference) {
   // Each step frees the block allocated 300 steps earlier, then allocates: after the first 300
   // steps every release is "the 300th latest allocation". 150,000 allocations also wrap the
