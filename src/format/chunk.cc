@@ -81,6 +81,12 @@ bool ChunkReader::ReadFileHeader(uint16_t* major, uint16_t* minor, std::string* 
              std::to_string(kFormatMinor) + "): upgrade memlens";
     return false;
   }
+  if (*major < kFormatMajor) {  // nothing was released before: no reader of older layouts
+    *error = "capture format version " + std::to_string(*major) + "." + std::to_string(*minor) +
+             " is older than this memlens reads (" + std::to_string(kFormatMajor) + "." +
+             std::to_string(kFormatMinor) + "): record it again";
+    return false;
+  }
   return true;
 }
 

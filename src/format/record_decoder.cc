@@ -1,6 +1,7 @@
 // src/format/record_decoder.cc: see record_decoder.h; layout in docs/capture-format.md.
 #include "format/record_decoder.h"
 
+#include <unordered_map>
 #include <vector>
 
 #include "base/varint.h"
@@ -72,6 +73,28 @@ Cursor TakeColumn(Cursor* c) {
   return Cursor(bytes);
 }
 
+// The addresses of one thread's latest allocations in a kEvents record (at most
+// kMaxBackReference of them), which its releases may refer back to.
+struct AllocationRing {
+  std::vector<uint64_t> slots;  // grows to kMaxBackReference, then wraps
+  uint64_t count = 0;           // allocations so far
+
+  void Add(uint64_t address) {
+    if (slots.size() < kMaxBackReference) {
+      slots.push_back(address);
+    } else {
+      slots[count % kMaxBackReference] = address;
+    }
+    ++count;
+  }
+  // The k-th latest allocation (k >= 1); false when there is no such allocation.
+  bool Get(uint64_t k, uint64_t* address) const {
+    if (k == 0 || k > slots.size()) return false;
+    *address = slots[(count - k) % kMaxBackReference];
+    return true;
+  }
+};
+
 bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver) {
   uint64_t batch_count = c->Count(2);
   std::vector<std::pair<uint32_t, uint64_t>> batches;
@@ -86,32 +109,45 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
     total += count;
     batches.push_back({thread, count});
   }
-  Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), addresses = TakeColumn(c),
-         sizes = TakeColumn(c), stacks = TakeColumn(c);
+  Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), releases = TakeColumn(c),
+         addresses = TakeColumn(c), sizes = TakeColumn(c), stacks = TakeColumn(c);
   if (!c->ok()) return false;
   if (!deliver) return true;  // the columns are stepped over
   if (kinds.Remaining() != total) {  // one kind byte per event: the counts must add up
     *error = "event counts do not match the kinds column";
     return false;
   }
-  // Address deltas: a width byte, then `width` planes of `total` bytes (see the encoder).
+  // Address deltas: a width byte, then `width` planes of one byte per value (see the encoder).
   uint8_t width = addresses.Byte();
-  if (!addresses.ok() || width > 8 || total > (uint64_t{1} << 40)) {
+  uint64_t values = width == 0 ? 0 : addresses.Remaining() / width;
+  if (!addresses.ok() || width > 8 || (width == 0 && !addresses.AtEnd()) ||
+      (width != 0 && addresses.Remaining() % width != 0)) {
     *error = "bad address column";
     return false;
   }
-  std::string_view planes = addresses.Bytes(static_cast<uint64_t>(width) * total);
-  if (!addresses.ok() || !addresses.AtEnd()) {
-    *error = "bad address column";
-    return false;
-  }
-  const auto* plane_bytes = reinterpret_cast<const uint8_t*>(planes.data());
-  uint64_t i = 0;
+  const auto* plane_bytes = reinterpret_cast<const uint8_t*>(addresses.Bytes(width * values).data());
+  uint64_t next_value = 0;
+  bool values_ok = true;
+  auto next_delta = [&]() -> uint64_t {
+    if (width == 0) return 0;
+    if (next_value >= values) {
+      values_ok = false;
+      return 0;
+    }
+    uint64_t zigzag = 0;
+    for (int plane = 0; plane < width; ++plane) {
+      zigzag |= static_cast<uint64_t>(plane_bytes[plane * values + next_value]) << (8 * plane);
+    }
+    ++next_value;
+    return static_cast<uint64_t>(UnZigZag(zigzag));
+  };
+  std::unordered_map<uint32_t, AllocationRing> rings;
   for (const auto& [thread, count] : batches) {
     Event e;
     e.thread = thread;
-    uint64_t seq = 0, stack = 0, last_address[2] = {0, 0};
-    for (uint64_t k = 0; k < count; ++k, ++i) {
+    AllocationRing& ring = rings[thread];
+    uint64_t seq = 0, stack = 0, last_address = 0;
+    for (uint64_t k = 0; k < count; ++k) {
       uint8_t kind = kinds.Byte();
       if (!kinds.ok()) break;
       if (!IsKnownEventKind(kind)) {
@@ -121,14 +157,19 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
       e.kind = static_cast<EventKind>(kind);
       uint64_t gap = seqs.Varint();
       seq = k == 0 ? gap : seq + gap + 1;
-      uint64_t zigzag = 0;
-      for (int plane = 0; plane < width; ++plane) {
-        zigzag |= static_cast<uint64_t>(plane_bytes[plane * total + i]) << (8 * plane);
+      uint64_t back = AddressChain(e.kind) == 0 ? 0 : releases.Varint();
+      if (back == 0) {
+        last_address += next_delta();
+        e.address = UnrotateAddress(last_address);
+      } else if (ring.Get(back, &e.address)) {
+        last_address = RotateAddress(e.address);
+      } else {
+        *error = "a release refers back to allocation " + std::to_string(back) +
+                 " of its thread, beyond those decoded";
+        return false;
       }
-      uint64_t& last = last_address[AddressChain(e.kind)];
-      last += static_cast<uint64_t>(UnZigZag(zigzag));
+      if (AddressChain(e.kind) == 0) ring.Add(e.address);
       e.seq = seq;
-      e.address = UnrotateAddress(last);
       e.size = HasSize(e.kind) ? sizes.Varint() : 0;
       if (HasStack(e.kind)) {
         stack += static_cast<uint64_t>(stacks.SignedVarint());
@@ -136,12 +177,17 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
       } else {
         e.stack = 0;
       }
-      if (!seqs.ok() || !sizes.ok() || !stacks.ok()) break;
+      if (!seqs.ok() || !releases.ok() || !values_ok || !sizes.ok() || !stacks.ok()) break;
       v->OnEvent(e);
     }
   }
-  bool complete = kinds.ok() && seqs.ok() && sizes.ok() && stacks.ok();
-  if (!complete) *error = "an event column ends early";
+  bool complete = kinds.ok() && seqs.ok() && releases.ok() && values_ok && sizes.ok() && stacks.ok();
+  if (!complete) {
+    *error = "an event column ends early";
+  } else if (next_value != values) {
+    *error = "bytes left over in the address column";
+    complete = false;
+  }
   return complete;
 }
 

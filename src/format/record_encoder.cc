@@ -102,11 +102,47 @@ void RecordEncoder::Sampling(const SamplingRecord& r) {
 }
 
 void RecordEncoder::BeginEvents(uint32_t thread) {
+  EndEvents();
   batches_.push_back({thread, 0});
+  batch_open_ = true;
   last_seq_ = 0;
-  last_address_[0] = last_address_[1] = 0;
+  last_address_ = 0;
   last_stack_ = 0;
   first_in_batch_ = true;
+  batch_allocations_ = &thread_allocations_[thread];  // stays valid: the map is node-based
+}
+
+uint64_t RecordEncoder::BackReference(uint64_t address) {
+  ThreadAllocations& mine = *batch_allocations_;
+  if (address == 0 || mine.count == 0) return 0;
+  uint64_t back = 0;
+  if (mine.Holds(mine.last_back, address)) {
+    back = mine.last_back;
+  } else if (mine.Holds(1, address)) {
+    back = 1;
+  } else if (!recent_.empty()) {
+    const RecentSlot& slot = recent_[RecentIndex(address)];
+    if (slot.serial != 0 && slot.thread == batches_.back().first &&
+        mine.Holds(mine.count - slot.serial + 1, address)) {
+      back = mine.count - slot.serial + 1;
+    }
+  }
+  if (back != 0) mine.last_back = back;
+  return back;
+}
+
+void RecordEncoder::NoteAllocation(uint64_t address) {
+  ThreadAllocations& mine = *batch_allocations_;
+  if (mine.ring.size() < kMaxBackReference) {
+    mine.ring.push_back(address);
+  } else {
+    mine.ring[mine.count % kMaxBackReference] = address;
+  }
+  ++mine.count;
+  if (address == 0) return;
+  if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
+  recent_used_ = true;
+  recent_[RecentIndex(address)] = {batches_.back().first, static_cast<uint32_t>(mine.count)};
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -114,11 +150,18 @@ void RecordEncoder::AddEvent(const Event& e) {
   // Seqs rise within a batch: store the gap minus one (0 for a single-threaded program).
   PutVarint(&seqs_, first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
   uint64_t rotated = RotateAddress(e.address);
-  uint64_t& last = last_address_[AddressChain(e.kind)];
-  address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last)));
-  last = rotated;
+  bool has_stack = HasStack(e.kind);
+  uint64_t reference = 0;
+  if (AddressChain(e.kind) == 0) {
+    NoteAllocation(e.address);
+  } else {
+    reference = BackReference(e.address);
+    PutVarint(&releases_, reference);
+  }
+  if (reference == 0) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
+  last_address_ = rotated;
   if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
-  if (HasStack(e.kind)) {
+  if (has_stack) {
     PutSignedVarint(&stacks_, static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
   }
@@ -128,11 +171,18 @@ void RecordEncoder::AddEvent(const Event& e) {
 }
 
 void RecordEncoder::EndEvents() {
-  if (!batches_.empty() && batches_.back().second == 0) batches_.pop_back();
+  if (!batch_open_) return;
+  batch_open_ = false;
+  if (batches_.back().second == 0) batches_.pop_back();
 }
 
 void RecordEncoder::FinishEvents() {
   EndEvents();
+  // Back-references never leave a record: forget this record's allocations.
+  if (recent_used_) recent_.assign(recent_.size(), RecentSlot{0, 0});
+  recent_used_ = false;
+  thread_allocations_.clear();
+  batch_allocations_ = nullptr;
   if (batches_.empty()) return;
   PutType(out_, RecordType::kEvents);
   PutVarint(out_, batches_.size());
@@ -150,12 +200,12 @@ void RecordEncoder::FinishEvents() {
   for (int plane = 0; plane < width; ++plane) {
     for (uint64_t d : address_deltas_) addresses_.push_back(static_cast<char>(d >> (8 * plane)));
   }
-  for (const std::string* column : {&kinds_, &seqs_, &addresses_, &sizes_, &stacks_}) {
+  for (const std::string* column : {&kinds_, &seqs_, &releases_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
     out_->append(*column);
   }
   batches_.clear();
-  for (std::string* column : {&kinds_, &seqs_, &sizes_, &stacks_}) column->clear();
+  for (std::string* column : {&kinds_, &seqs_, &releases_, &sizes_, &stacks_}) column->clear();
   address_deltas_.clear();
 }
 

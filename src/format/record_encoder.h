@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "format/records.h"
@@ -32,8 +33,10 @@ class RecordEncoder {
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();
   // FinishEvents writes every batch since the last call as one kEvents record, stored column by
-  // column across all batches (kinds, seq gaps, addresses, sizes, stacks): like fields side by
-  // side compress far better than event by event. Deltas restart with each batch.
+  // column across all batches (kinds, seq gaps, releases, addresses, sizes, stacks): like fields
+  // side by side compress far better than event by event. Deltas restart with each batch; a
+  // release that frees a block allocated by the same thread earlier in the record is coded as
+  // a back-reference to that allocation (so a record decodes on its own).
   void BeginEvents(uint32_t thread);
   void AddEvent(const Event& e);
   void EndEvents();
@@ -41,15 +44,47 @@ class RecordEncoder {
   size_t pending_events() const { return kinds_.size(); }
 
  private:
+  // A thread's allocations in this record, the latest kMaxBackReference of them (a ring, as
+  // the reader keeps it), and the last back-reference its releases used. Memory: 8 bytes per
+  // allocation of the record, as the event columns themselves take; freed with the record.
+  struct ThreadAllocations {
+    std::vector<uint64_t> ring;
+    uint64_t count = 0;
+    uint64_t last_back = 0;
+    bool Holds(uint64_t back, uint64_t address) const {
+      return back != 0 && back <= ring.size() && ring[(count - back) % kMaxBackReference] == address;
+    }
+  };
+  // Where a recent allocation sits in its thread's list, direct-mapped by address: found again
+  // there when the guesses (the last back-reference, which is right for FIFO windows, and 1,
+  // right for temporaries) miss. 8 bytes x kRecentSlots = 64 KiB; every hit is checked against
+  // the list, so a stale slot only costs a miss.
+  struct RecentSlot {
+    uint32_t thread;
+    uint32_t serial;  // 1-based position in the thread's allocations; 0: empty
+  };
+  static constexpr int kRecentBits = 13;
+
+  uint64_t BackReference(uint64_t address);  // 0: none
+  void NoteAllocation(uint64_t address);
+  static size_t RecentIndex(uint64_t address) {
+    return static_cast<size_t>((RotateAddress(address) * 0x9e3779b97f4a7c15ULL) >> (64 - kRecentBits));
+  }
+
   std::string* out_;
   std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
-  std::string kinds_, seqs_, sizes_, stacks_;
-  std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at EndEvents
+  std::string kinds_, seqs_, releases_, sizes_, stacks_;
+  std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at FinishEvents
   std::string addresses_;
   uint64_t last_seq_ = 0;
-  uint64_t last_address_[2] = {0, 0};  // deltas chain separately for allocations and releases
+  uint64_t last_address_ = 0;  // rotated
   uint64_t last_stack_ = 0;
   bool first_in_batch_ = true;
+  bool batch_open_ = false;
+  std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
+  bool recent_used_ = false;        // slots to clear at FinishEvents
+  std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;  // this record's
+  ThreadAllocations* batch_allocations_ = nullptr;  // the current batch's thread's
 };
 
 }  // namespace memlens::format

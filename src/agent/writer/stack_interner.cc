@@ -14,7 +14,10 @@ inline uint64_t Mix(uint64_t h) {
 }  // namespace
 
 StackInterner::StackInterner()
-    : nodes_(1, Node{0, 0}), children_(size_t{1} << 12, 0), cache_(kCachedStacks, CachedStack{}) {}
+    : nodes_(1, Node{0, 0}),
+      children_(size_t{1} << 12, 0),
+      cache_(kCachedStacks, CachedStack{}),
+      edges_(kEdges, Edge{0, 0, 0}) {}
 
 void StackInterner::ForgetPaths() {
   children_.assign(children_.size(), 0);
@@ -22,6 +25,7 @@ void StackInterner::ForgetPaths() {
   first_live_node_ = nodes_.size();
   ++generation_;
   cache_.assign(kCachedStacks, CachedStack{});
+  edges_.assign(kEdges, Edge{0, 0, 0});
 }
 
 uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {

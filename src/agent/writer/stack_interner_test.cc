@@ -56,5 +56,45 @@ TEST(StackInterner, ManyRandomStacksRoundTrip) {
   EXPECT_EQ(interner.node_count() + 1, rec.nodes.size());
 }
 
+TEST(StackInterner, ExtendingOneFrameAtATimeMatchesIntern) {
+  // A recursion: the same ip at every depth, plus a sibling ip at every 5th level, walked again
+  // and again (the trie-step cache must give the ids that the trie gives).
+  StackInterner interner;
+  Recorded rec;
+  std::vector<uint64_t> path;  // outermost first
+  std::vector<uint64_t> ids;
+  for (int round = 0; round < 3; ++round) {
+    uint64_t id = 0;
+    path.clear();
+    for (int depth = 0; depth < 300; ++depth) {
+      uint64_t ip = depth % 5 == 4 && round == 1 ? 0x2222 : 0x1111;
+      path.push_back(ip);
+      id = interner.Extend(id, ip, rec.Callback());
+      std::vector<uint64_t> innermost_first(path.rbegin(), path.rend());
+      ASSERT_EQ(rec.Unwind(id), innermost_first);
+      ASSERT_EQ(interner.Intern(innermost_first.data(), depth + 1, rec.Callback()), id);
+      if (round == 0) ids.push_back(id);
+      if (round == 2) {
+        ASSERT_EQ(id, ids[depth]);  // the same path, the same ids
+      }
+    }
+  }
+  EXPECT_EQ(interner.node_count(), 300u + 296u);  // round 1 left the chain at depth 4
+}
+
+TEST(StackInterner, ForgottenPathsAreNeverReturned) {
+  StackInterner interner;
+  Recorded rec;
+  uint64_t before = interner.Extend(interner.Extend(0, 0x10, rec.Callback()), 0x20, rec.Callback());
+  interner.ForgetPaths();
+  uint64_t first = interner.Extend(0, 0x10, rec.Callback());
+  uint64_t after = interner.Extend(first, 0x20, rec.Callback());
+  EXPECT_GT(first, before);
+  EXPECT_EQ(after, first + 1);
+  EXPECT_EQ(rec.Unwind(after), (std::vector<uint64_t>{0x20, 0x10}));
+  uint64_t stack[] = {0x20, 0x10};
+  EXPECT_EQ(interner.Intern(stack, 2, rec.Callback()), after);
+}
+
 }  // namespace
 }  // namespace memlens::agent

@@ -20,12 +20,17 @@ class AddressMap {
  public:
   AddressMap() : slots_(1024) {}
 
-  // Inserts or overwrites. Returns false when the address was already live (and overwrites).
-  bool Insert(uint64_t address, LiveBlock block) {
+  // Inserts or overwrites. Returns false when the address was already live (and overwrites,
+  // handing the block it held to *replaced when given).
+  bool Insert(uint64_t address, LiveBlock block, LiveBlock* replaced = nullptr) {
     if ((used_ + 1) * 4 > slots_.size() * 3) Grow();
     size_t i = Find(address);
     bool fresh = slots_[i].address == kEmpty;
-    if (fresh) ++used_;
+    if (fresh) {
+      ++used_;
+    } else if (replaced) {
+      *replaced = slots_[i].block;
+    }
     slots_[i] = {address, block};
     return fresh;
   }

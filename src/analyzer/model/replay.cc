@@ -180,7 +180,12 @@ class Replayer : public format::RecordVisitor {
   ReplayOptions options_;
   size_t next_checkpoint_ = 0;
   std::deque<std::pair<size_t, format::TimeRecord>> pending_checkpoints_;
-  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> last_alloc_;  // thread -> address, stack
+  // By thread index: the address (0: none) and stack of the thread's last allocation.
+  std::vector<std::pair<uint64_t, uint64_t>> last_alloc_;
+  std::pair<uint64_t, uint64_t>& LastAlloc(uint32_t thread) {
+    if (thread >= last_alloc_.size()) last_alloc_.resize(thread + 1, {0, 0});
+    return last_alloc_[thread];
+  }
   uint64_t stop_seq_;  // UINT64_MAX: replay everything
   double stop_seconds_ = -1;
   std::deque<format::TimeRecord> pending_marks_;  // time marks no delivered event has passed
@@ -441,8 +446,12 @@ void Replayer::OnEvent(const format::Event& e) {
     p_->markers.push_back({p_->StringOf(e.address), e.size ? p_->StringOf(e.size) : "",
                            e.kind == EventKind::kSnapshot, e.seq});
   }
-  TakeTimelinePoints(e.seq);  // the heap as it was at every mark this event comes after
-  TakeCheckpoints(e.seq);
+  // The heap as it was at every mark this event comes after; checkpoints due. (The tests
+  // inline, the work not: this runs for every event.)
+  if (!pending_marks_.empty() && pending_marks_.front().seq <= e.seq) TakeTimelinePoints(e.seq);
+  if (!pending_checkpoints_.empty() || next_seq_checkpoint_ < options_.checkpoint_seqs.size()) {
+    TakeCheckpoints(e.seq);
+  }
   if (index_writer_ && ++since_checkpoint_ > index_writer_->spacing()) {
     std::string state;
     SaveState(&state);
@@ -469,13 +478,13 @@ void Replayer::OnEvent(const format::Event& e) {
         Weight w = HeapWeight(block.size);
         Release(block.stack, w, block.python);
         p_->totals.frees += w.count;
-        auto last = last_alloc_.find(e.thread);
-        if (last != last_alloc_.end() && last->second.first == e.address) {
+        auto& last = LastAlloc(e.thread);
+        if (last.first == e.address) {
           StackStats& stats = State(block.stack).stats;  // freed before any other allocation
           stats.temporary += w.count;
           stats.temporary_bytes += w.bytes;
           p_->totals.temporary += w.count;
-          last_alloc_.erase(last);
+          last = {0, 0};
         }
       } else {
         ++p_->totals.unmatched_frees;
@@ -550,16 +559,15 @@ void Replayer::OnEvent(const format::Event& e) {
       break;
     default:  // every heap allocation kind
       if (format::IsHeapAlloc(e.kind)) {
-        realloc_pending_.erase(e.thread);  // any allocation ends a realloc in progress
-        if (heap_.Remove(e.address, &block)) {  // a free we never saw (dropped): forget it
-          Release(block.stack, HeapWeight(block.size), block.python);
-        }
+        if (!realloc_pending_.empty()) realloc_pending_.erase(e.thread);  // a realloc ends
         bool python = format::IsPythonAlloc(e.kind);
         Weight w = HeapWeight(e.size);
-        heap_.Insert(e.address, {e.size, e.stack, python});
+        if (!heap_.Insert(e.address, {e.size, e.stack, python}, &block)) {
+          Release(block.stack, HeapWeight(block.size), block.python);  // its free was dropped
+        }
         Allocate(e.stack, w, e.seq, python);
         CountSize(e.stack, e.size, w);
-        last_alloc_[e.thread] = {e.address, e.stack};
+        LastAlloc(e.thread) = {e.address, e.stack};
       }
       break;
   }
@@ -738,9 +746,12 @@ void Replayer::SaveState(std::string* out) const {
       for (uint64_t v : {start, r.end - start, r.stack}) put(v);
     }
   }
-  put(last_alloc_.size());
-  for (const auto& [thread, alloc] : last_alloc_) {
-    for (uint64_t v : {uint64_t{thread}, alloc.first, alloc.second}) put(v);
+  uint64_t threads_with_last = 0;
+  for (const auto& alloc : last_alloc_) threads_with_last += alloc.first != 0;
+  put(threads_with_last);
+  for (uint64_t thread = 0; thread < last_alloc_.size(); ++thread) {
+    const auto& alloc = last_alloc_[thread];
+    if (alloc.first) for (uint64_t v : {thread, alloc.first, alloc.second}) put(v);
   }
 }
 
@@ -795,7 +806,7 @@ void Replayer::RestoreState() {
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
     uint32_t thread = static_cast<uint32_t>(r.Next());
     uint64_t address = r.Next();
-    last_alloc_[thread] = {address, r.Next()};
+    LastAlloc(thread) = {address, r.Next()};
   }
   if (!r.ok() || !r.AtEnd()) p_->warnings.push_back("the snapshot index is damaged: delete " + p_->path + ".index");
   // The state's timeline held every mark up to its event; marks read since are still due.

@@ -23,7 +23,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 2;
+inline constexpr uint32_t kIndexVersion = 3;
 
 struct IndexCheckpoint {
   uint64_t seq = 0;           // the state before the event with this sequence number
