@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "peak_rss.h"
+
 namespace {
 
 constexpr int kWindow = 4096;  // live blocks per thread
@@ -105,18 +107,6 @@ __attribute__((noinline)) void Worker(int index, uint64_t iterations, Counts* co
   }
 }
 
-// VmHWM of this process image. Not getrusage's ru_maxrss: that also counts the image that
-// exec'd us (e.g. a forking Python parent), which is about as big as this workload. Plain
-// read(2), so that measuring allocates nothing.
-long PeakRssKib() {
-  char text[4096] = {};
-  int fd = open("/proc/self/status", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  const char* line = n > 0 ? std::strstr(text, "VmHWM:") : nullptr;
-  return line != nullptr ? std::atol(line + 6) : -1;
-}
 
 }  // namespace
 

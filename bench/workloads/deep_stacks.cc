@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "peak_rss.h"
+
 namespace {
 
 constexpr int kWindow = 4096;
@@ -76,15 +78,6 @@ __attribute__((noinline)) void Worker(int index, uint64_t iterations, State* s) 
   }
 }
 
-long PeakRssKib() {  // VmHWM, read with plain read(2): see churn.cc
-  char text[4096] = {};
-  int fd = open("/proc/self/status", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  const char* line = n > 0 ? std::strstr(text, "VmHWM:") : nullptr;
-  return line != nullptr ? std::atol(line + 6) : -1;
-}
 
 }  // namespace
 

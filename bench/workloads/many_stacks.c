@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "peak_rss.h"
+
 enum { kDepth = 18 };
 
 static void* Leaf(uint32_t path, size_t size) {
@@ -32,15 +34,6 @@ static void* Step(int depth, uint32_t path, uint32_t bits, size_t size) {
   return Step(depth - 1, path, bits >> 1, size);                     // the other
 }
 
-static long PeakRssKib(void) {  // VmHWM, read with plain read(2): no stdio buffer allocated
-  char text[4096] = {0};
-  int fd = open("/proc/self/status", O_RDONLY);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  const char* line = n > 0 ? strstr(text, "VmHWM:") : NULL;
-  return line ? atol(line + 6) : -1;
-}
 
 int main(int argc, char** argv) {
   if (argc != 3) {
