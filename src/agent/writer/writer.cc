@@ -40,13 +40,19 @@ constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a
 struct ThreadStacks {
   std::vector<uint64_t> frames;  // outermost first
   std::vector<uint64_t> nodes;   // nodes[i]: interner id of frames[0..i] (may be shorter)
-  uint64_t generation = 0;       // the interner generation of nodes
+  uint64_t generation = 0;       // the interner generation of nodes and merged_nodes
   std::vector<uint64_t> pieces;  // changed frames (innermost first) of the allocation to come
+  // The last stack with Python frames, merged (outermost first), and its nodes like `nodes`:
+  // the next one is looked up only past the part it shares with this one.
+  std::vector<uint64_t> merged;
+  std::vector<uint64_t> merged_nodes;
 
   void Clear() {
     frames.clear();
     nodes.clear();
     pieces.clear();
+    merged.clear();
+    merged_nodes.clear();
   }
 };
 constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
@@ -328,12 +334,14 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     meta_encoder_.StackNode({parent, ip});
   };
 
+  if (stacks->generation != interner_.generation()) {  // ids were forgotten (a dlclose)
+    stacks->nodes.clear();
+    stacks->merged.clear();
+    stacks->merged_nodes.clear();
+    stacks->generation = interner_.generation();
+  }
   if (python <= 0 && !(raw.flags & kTruncated) && !annotated) {
     // Only the frames past the part shared with the previous stack are looked up.
-    if (stacks->generation != interner_.generation()) {
-      stacks->nodes.clear();
-      stacks->generation = interner_.generation();
-    }
     uint64_t id = stacks->nodes.empty() ? 0 : stacks->nodes.back();
     for (size_t i = stacks->nodes.size(); i < frames.size(); ++i) {
       id = interner_.Extend(id, frames[i], on_new_node);
@@ -357,6 +365,25 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     frames_.insert(frames_.end(), native_.begin(), native_.end());
   }
   if (raw.flags & kTruncated) frames_.push_back(kTruncatedMarkerIp);
+  if (python > 0 && !annotated) {
+    // A Python program's stacks change mostly at their innermost lines: look up only the
+    // frames past the part shared with this thread's previous merged stack.
+    const size_t n = frames_.size();
+    std::vector<uint64_t>& merged = stacks->merged;
+    size_t common = 0;
+    while (common < merged.size() && common < n && merged[common] == frames_[n - 1 - common]) {
+      ++common;
+    }
+    merged.resize(common);
+    stacks->merged_nodes.resize(common);
+    uint64_t id = common ? stacks->merged_nodes.back() : 0;
+    for (size_t i = common; i < n; ++i) {
+      id = interner_.Extend(id, frames_[n - 1 - i], on_new_node);
+      merged.push_back(frames_[n - 1 - i]);
+      stacks->merged_nodes.push_back(id);
+    }
+    return id;
+  }
   return interner_.Intern(frames_.data(), static_cast<int>(frames_.size()), on_new_node);
 }
 
