@@ -31,8 +31,8 @@ int Index(const AnalysisOptions& o) {
   SnapshotIndex index;
   if (!BuildSnapshotIndex(path, &index, &error)) return Complain(error);
   uint64_t index_bytes = FileSize(index.path), capture_bytes = FileSize(path);
-  uint64_t last_seq = index.chunks.empty() ? 0 : index.chunks.back().max_seq;
-  for (const IndexChunk& c : index.chunks) last_seq = std::max(last_seq, c.max_seq);
+  uint64_t events = 0;  // sequence numbers are dense: the largest one, plus one
+  for (const IndexChunk& c : index.chunks) events = std::max(events, c.max_seq + 1);
   if (o.json) {
     JsonWriter json(std::cout);
     json.BeginObject();
@@ -41,13 +41,13 @@ int Index(const AnalysisOptions& o) {
     json.Field("capture_bytes", capture_bytes);
     json.Field("checkpoints", static_cast<uint64_t>(index.checkpoints.size()));
     json.Field("chunks", static_cast<uint64_t>(index.chunks.size()));
-    json.Field("events", index.chunks.empty() ? uint64_t{0} : last_seq + 1);
+    json.Field("events", events);
     json.EndObject();
     return 0;
   }
   std::cout << "index of " << path << " written to " << index.path << "\n"
             << "  " << FormatCount(index.checkpoints.size()) << " checkpoints over "
-            << FormatCount(index.chunks.empty() ? 0 : last_seq + 1) << " events; "
+            << FormatCount(events) << " events; "
             << FormatBytes(index_bytes) << " (" << FormatPercent(index_bytes, capture_bytes)
             << " of the capture's " << FormatBytes(capture_bytes) << ")\n";
   return 0;

@@ -157,3 +157,16 @@ def test_index_bad_input(tmp_path):
     junk.write_bytes(b"not a capture at all")
     out = memlens("index", junk)
     assert out.returncode == 2 and "junk.mlens" in out.stderr
+
+
+def test_markers_resolve_from_the_index_as_from_the_capture(captures):
+    capture = captures["game_loop"]
+    assert memlens("index", capture).returncode == 0  # from here on, markers come from the index
+    for spec in ["marker:frame#101", "marker:nosuch", "snapshot:frame"]:
+        with_index = memlens("summary", f"{capture}@{spec}")
+        without = memlens("summary", f"{capture}@{spec}", env={**os.environ, "MEMLENS_INDEX": "0"})
+        assert with_index.returncode == without.returncode == 2
+        assert with_index.stderr == without.stderr and f"@{spec}:" in with_index.stderr
+    got, _ = run_view(["summary", "--json", f"{capture}@marker:frame#50"], index=True)
+    expected, _ = run_view(["summary", "--json", f"{capture}@marker:frame#50"], index=False)
+    assert got == expected

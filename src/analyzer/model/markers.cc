@@ -44,7 +44,11 @@ bool ReadMarkers(const std::string& path, std::vector<Marker>* markers, std::str
 bool FindMarkerSeq(const std::string& path, const SnapshotSpec& spec, uint64_t* seq,
                    std::string* error) {
   std::vector<Marker> markers;
-  if (!ReadMarkers(path, &markers, error)) return false;
+  return ReadMarkers(path, &markers, error) && FindMarkerSeq(markers, spec, seq, error);
+}
+
+bool FindMarkerSeq(const std::vector<Marker>& markers, const SnapshotSpec& spec, uint64_t* seq,
+                   std::string* error) {
   const bool snapshot = spec.kind == SnapshotSpec::kSnapshot;
   const char* what = snapshot ? "snapshot" : "marker";
   std::map<std::string, uint64_t> counts;  // of the kind asked for, by name

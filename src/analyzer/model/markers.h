@@ -24,6 +24,9 @@ bool ReadMarkers(const std::string& path, std::vector<Marker>* markers, std::str
 // occurrences than asked.
 bool FindMarkerSeq(const std::string& path, const SnapshotSpec& spec, uint64_t* seq,
                    std::string* error);
+// The same among markers already read (the snapshot index keeps them all).
+bool FindMarkerSeq(const std::vector<Marker>& markers, const SnapshotSpec& spec, uint64_t* seq,
+                   std::string* error);
 
 // The name that repeats most among the markers (at least `min_count` times; the first such
 // name on a tie), or "" when none does: the natural windows of a program with a loop

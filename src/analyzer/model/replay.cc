@@ -1024,13 +1024,18 @@ bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
   uint64_t stop_seq = UINT64_MAX;
   const bool at_marker =
       snapshot.kind == SnapshotSpec::kMarker || snapshot.kind == SnapshotSpec::kSnapshot;
-  // A marker is an exact place in the sequence of events: replay up to it (markers.h).
-  if (at_marker && !FindMarkerSeq(path, snapshot, &stop_seq, error)) return false;
+  const bool serves = IndexServes(snapshot, options);
   SnapshotIndex index;
-  bool indexed = IndexServes(snapshot, options) && LoadSnapshotIndex(path, &index);
+  bool indexed = serves && LoadSnapshotIndex(path, &index);
+  // A marker is an exact place in the sequence of events: replay up to it (markers.h). The
+  // index has every marker; without one, they are read from the capture.
+  if (at_marker && !(indexed ? FindMarkerSeq(index.markers, snapshot, &stop_seq, error)
+                             : FindMarkerSeq(path, snapshot, &stop_seq, error))) {
+    return false;
+  }
   Profile full;  // a whole replay, when one is needed to find the peak or to build the index
   bool have_full = false;
-  if (IndexServes(snapshot, options) && !indexed) {
+  if (serves && !indexed) {
     SnapshotIndexWriter writer(path);
     if (writer.ok() || snapshot.kind == SnapshotSpec::kPeak) {
       if (!ReplayAll(path, writer.ok() ? &writer : nullptr, &full, &index, error)) return false;
