@@ -4,6 +4,11 @@
 // with the agent preloaded, passes its stdin/stdout/stderr through untouched, and exits with
 // its status (128+N when it was killed by signal N). memlens's own messages go to stderr and
 // start with "memlens:".
+//
+// While the program runs, a thread of this process (at the lowest priority, so it takes only
+// CPU time the program and its writer leave) replays the capture as it is written and builds
+// its snapshot index, end included (analyzer/model/snapshot_index.h): every later view of the
+// whole capture, or of a moment in it, starts from the index instead of replaying it.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,16 +16,21 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "analyzer/model/snapshot_index.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -37,6 +47,7 @@ struct RunOptions {
   std::string output;
   int python_frames = 0;  // 0: the agent's default
   bool sample = false;
+  bool no_index = false;
   std::string sample_rate;  // as given; empty: not given
   std::vector<std::string> command;
 };
@@ -177,6 +188,45 @@ void ForwardSignal(int signo) {
   if (g_child > 0) kill(g_child, signo);
 }
 
+std::atomic<int> g_follow{analyzer::kWriterRunning};  // the indexer's view of the capture
+void CancelIndexing(int) { g_follow.store(analyzer::kReadCancelled); }
+
+// Whether this run can index its capture as it is written: a regular file (or none yet) at a
+// path the agent uses as it is (a %p or %e pattern is expanded by the agent alone).
+bool CanFollow(const std::string& capture) {
+  const char* env = getenv("MEMLENS_INDEX");
+  if ((env && std::string(env) == "0") || capture.find('%') != std::string::npos) return false;
+  struct stat st;
+  return stat(capture.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+}
+
+// Builds the capture's index on a thread of its own, reading the capture as the agent writes
+// it; Finish waits for it once the program has exited.
+class CaptureIndexer {
+ public:
+  explicit CaptureIndexer(const std::string& capture)
+      : done_(std::async(std::launch::async, [capture] {
+          setpriority(PRIO_PROCESS, 0, 19);  // this thread (Linux): the program comes first
+          analyzer::SnapshotIndex index;
+          std::string error;
+          return analyzer::BuildSnapshotIndex(capture, &index, &error, &g_follow);
+        })) {}
+
+  // The program is gone: the capture is complete. A replay that lags behind it says so after
+  // a second, and ^C skips it (the capture is whole either way; views replay without index).
+  void Finish() {
+    g_follow.store(analyzer::kWriterDone);
+    if (done_.wait_for(std::chrono::seconds(1)) == std::future_status::timeout) {
+      signal(SIGINT, CancelIndexing);
+      std::cerr << "memlens: indexing the capture for fast analysis (Ctrl-C skips it)...\n";
+    }
+    done_.get();
+  }
+
+ private:
+  std::future<bool> done_;
+};
+
 int Run(const RunOptions& options) {
   std::vector<std::string> command = options.command;
   if (!command.empty() && command[0] == "--") command.erase(command.begin());
@@ -205,9 +255,16 @@ int Run(const RunOptions& options) {
   // Like a shell: the terminal's ^C and ^\ reach the program; memlens waits for it to finish.
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
+  // The child waits at this gate until the capture file is ready to be followed.
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) return Complain(std::string("pipe failed: ") + strerror(errno));
   pid_t child = fork();
   if (child < 0) return Complain(std::string("fork failed: ") + strerror(errno));
   if (child == 0) {
+    close(gate[1]);
+    char byte;
+    while (read(gate[0], &byte, 1) < 0 && errno == EINTR) {}
+    close(gate[0]);
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
     std::string path = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
@@ -236,13 +293,27 @@ int Run(const RunOptions& options) {
   g_child = child;
   signal(SIGTERM, ForwardSignal);
   signal(SIGHUP, ForwardSignal);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+  close(gate[0]);
   std::string capture = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
                                                       std::to_string(child) + ".mlens")
                                        : output;
+  // The file is emptied before the agent starts, so what the indexer reads is this run's.
+  std::unique_ptr<CaptureIndexer> indexer;
+  if (!options.no_index && CanFollow(capture)) {
+    int fd = open(capture.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      close(fd);
+      indexer = std::make_unique<CaptureIndexer>(capture);
+    }
+  }
+  close(gate[1]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+  if (indexer) indexer->Finish();
   struct stat st;  // a FIFO or a device has no size to check
   bool written = stat(capture.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0);
+  // The file made for following, when the program never ran: leave nothing behind.
+  if (indexer && output.empty() && !written) unlink(capture.c_str());
   if (WIFSIGNALED(status)) {
     int signo = WTERMSIG(status);
     std::cerr << "memlens: " << command[0] << " was killed by signal " << signo << " ("
@@ -280,6 +351,11 @@ Command AddRunCommand(CLI::App* app) {
                   "only if it was; mappings are recorded in full. MEMLENS_SAMPLE_SEED=N in\n"
                   "the environment makes the samples reproducible")
       ->type_name("BYTES");
+  cmd->add_flag("--no-index", options->no_index,
+                "do not index the capture while the program runs. By default a low-priority\n"
+                "thread replays the capture as it is written and stores its snapshot index\n"
+                "(CAPTURE.index), so that later views start from it instead of replaying the\n"
+                "whole capture (docs/snapshot-index.md)");
   cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")
       ->required();
   cmd->prefix_command();

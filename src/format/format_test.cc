@@ -173,6 +173,40 @@ TEST(Records, EveryTypeRoundTrips) {
   EXPECT_EQ(c.ends[0].dropped, 9u);
 }
 
+// The snapshot index keeps a chunk's metadata without its event batches: decoding that gives
+// every other record, in order, and no event.
+TEST(Records, MetadataOfAPayloadDecodesToTheSameRecordsWithoutEvents) {
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Process({42, 1, 111, 222, "/bin/prog", {"prog"}, "0.1.0"});
+  enc.StackNode({0, 0x401234});
+  enc.BeginEvents(3);
+  for (const auto& e : SampleEvents()) enc.AddEvent(e);
+  enc.EndEvents();
+  enc.FinishEvents();
+  enc.Time({5000000, 117});
+  enc.Thread({7, 12345});
+  enc.End({EndReason::kExit, 6000000, 117, 0, 0});
+
+  Collector whole;
+  std::string error, metadata;
+  ASSERT_TRUE(DecodeRecords(payload, &whole, &error, true, &metadata)) << error;
+  ASSERT_FALSE(whole.events.empty());
+  ASSERT_LT(metadata.size(), payload.size());
+  Collector kept;
+  ASSERT_TRUE(DecodeRecords(metadata, &kept, &error)) << error;
+  EXPECT_TRUE(kept.events.empty());
+  ASSERT_EQ(kept.processes.size(), 1u);
+  EXPECT_EQ(kept.processes[0].argv, whole.processes[0].argv);
+  ASSERT_EQ(kept.nodes.size(), 1u);
+  EXPECT_EQ(kept.nodes[0].ip, 0x401234u);
+  ASSERT_EQ(kept.times.size(), 1u);
+  EXPECT_EQ(kept.times[0].seq, 117u);
+  ASSERT_EQ(kept.threads.size(), 1u);
+  EXPECT_EQ(kept.threads[0].tid, 12345u);
+  ASSERT_EQ(kept.ends.size(), 1u);
+}
+
 TEST(Records, CorruptPayloadsAreReportedNotOverread) {
   std::string payload;
   RecordEncoder enc(&payload);

@@ -193,7 +193,8 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
 
 }  // namespace
 
-bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* error, bool events) {
+bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* error, bool events,
+                   std::string* metadata) {
   Cursor c(payload);
   while (!c.AtEnd()) {
     size_t record_offset = c.offset();
@@ -317,6 +318,9 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
     if (!c.ok()) {
       *error = "record cut short at payload offset " + std::to_string(record_offset);
       return false;
+    }
+    if (metadata && type != RecordType::kEvents) {
+      metadata->append(payload.substr(record_offset, c.offset() - record_offset));
     }
   }
   return true;

@@ -32,8 +32,10 @@ class RecordVisitor {
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before
 // the bad one have already been delivered. With events false, event batches are stepped over
-// without being decoded (a reader that wants only the metadata of this chunk).
+// without being decoded (a reader that wants only the metadata of this chunk). With metadata
+// given, the bytes of every record but the event batches are appended to it: a payload of
+// the chunk's metadata alone, which decodes to the same records (the snapshot index keeps it).
 bool DecodeRecords(std::string_view payload, RecordVisitor* visitor, std::string* error,
-                   bool events = true);
+                   bool events = true, std::string* metadata = nullptr);
 
 }  // namespace memlens::format

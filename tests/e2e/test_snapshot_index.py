@@ -1,6 +1,8 @@
-"""The snapshot index (CAPTURE.index): a snapshot resumed from one of its checkpoints must give
-exactly what a replay from the start gives, on every view, for native, threaded, exec'ing and
-Python programs; a stale, damaged or unwritable index must never change an answer."""
+"""The snapshot index (CAPTURE.index): a snapshot resumed from one of its checkpoints, and a view
+of the whole capture read from the index's end, must give exactly what a replay from the start
+gives, on every view, for native, threaded, exec'ing and Python programs; a stale, damaged or
+unwritable index must never change an answer. `memlens run` writes the index while the program
+runs (the captures below are indexed that way)."""
 import json
 import os
 import shutil
@@ -46,6 +48,10 @@ def run_view(args, index, env_extra=None):
     return data, checkpoint
 
 
+# memlens run indexes as the program runs, with the spacing of the test's checkpoints.
+RUN_ENV = {**os.environ, "MEMLENS_INDEX_SPACING": SPACING}
+
+
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
     folder = tmp_path_factory.mktemp("indexed")
@@ -53,26 +59,26 @@ def captures(tmp_path_factory):
     for program in PROGRAMS_TO_INDEX:
         capture = folder / f"{program}.mlens"
         proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", str(PROGRAMS / program)],
-                              capture_output=True, text=True, timeout=60, cwd=folder)
+                              capture_output=True, text=True, timeout=60, cwd=folder, env=RUN_ENV)
         assert capture.exists(), proc.stderr  # exec_other's exit status is its own (4)
         found[program] = capture
     script = folder / "objects.py"
     script.write_text(PYTHON_SCRIPT)
     capture = folder / "python.mlens"
     proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", sys.executable, str(script)],
-                          capture_output=True, text=True, timeout=120, cwd=folder)
+                          capture_output=True, text=True, timeout=120, cwd=folder, env=RUN_ENV)
     assert proc.returncode == 0, proc.stderr
     found["python"] = capture
     # A sampled capture (weights in the saved state) and one with markers.
     capture = folder / "sampled.mlens"
     proc = subprocess.run([str(MEMLENS), "run", "--sample-rate", "256", "-o", str(capture), "--",
                            str(PROGRAMS / "threads8")], capture_output=True, text=True, timeout=60,
-                          cwd=folder, env={**os.environ, "MEMLENS_SAMPLE_SEED": "7"})
+                          cwd=folder, env={**RUN_ENV, "MEMLENS_SAMPLE_SEED": "7"})
     assert proc.returncode == 0, proc.stderr
     found["sampled"] = capture
     capture = folder / "game_loop.mlens"
     proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", str(EXAMPLES / "game_loop")],
-                          capture_output=True, text=True, timeout=60, cwd=folder)
+                          capture_output=True, text=True, timeout=60, cwd=folder, env=RUN_ENV)
     assert proc.returncode == 0, proc.stderr
     found["game_loop"] = capture
     return found
@@ -104,6 +110,22 @@ def test_resumed_snapshots_equal_full_replays(captures, program):
     # (phases.c makes 41 events, too few for a checkpoint: there it checks the plain path).
     assert used_checkpoints > 0 or events < 4 * int(SPACING)
     assert capture.with_name(capture.name + ".index").exists()
+
+
+@pytest.mark.parametrize("program", PROGRAMS_TO_INDEX + ["python", "sampled", "game_loop"])
+def test_whole_capture_from_the_index_equals_a_full_replay(captures, program):
+    """memlens run indexed the capture: views of the whole capture restore the index's end and
+    read no chunk of the capture."""
+    capture = captures[program]
+    _, events = moments(capture)
+    for argument in (capture, f"{capture}@end"):
+        for view in (["summary", "--json"], ["top", "--json", "--by", "line", "--limit", "10000"],
+                     ["top", "--json", "--by", "function"], ["map", "--json"],
+                     ["leaks", "--json"], ["tree", "--json"], ["timeline", "--json"]):
+            expected, from_start = run_view([*view, argument], index=False)
+            got, from_index = run_view([*view, argument], index=True)
+            assert from_start == 0 and from_index == events, f"{view[0]} {argument}"
+            assert got == expected, f"{view[0]} {argument} differs"
 
 
 def test_index_command_and_stale_index(captures, tmp_path):

@@ -132,6 +132,15 @@ class Replayer : public format::RecordVisitor {
   // The snapshot index: take checkpoints into `writer` while replaying everything, or start
   // from a checkpoint's state (the reader then delivers events from its seq on).
   void BuildIndex(SnapshotIndexWriter* writer) { index_writer_ = writer; }
+  // Once every event is in: the end of the index (IndexEnd). The timeline points still due are
+  // taken first, as Finish would take them, so the saved state has them all.
+  void SaveEnd(const std::vector<std::string>& metadata, const ReadStatus& status) {
+    if (!index_writer_) return;
+    TakeTimelinePoints(UINT64_MAX);
+    std::string state;
+    SaveState(&state);
+    index_writer_->SetEnd(state, p_->timeline.size(), p_->totals.events, metadata, status);
+  }
   void ResumeFrom(std::string state, uint64_t seq, std::vector<TimelinePoint> timeline) {
     resume_state_ = std::move(state);
     resume_seq_ = seq;
@@ -889,8 +898,10 @@ namespace {
 struct IndexUse {
   SnapshotIndexWriter* writer = nullptr;
   SnapshotIndex* built = nullptr;  // filled when the writer finished an index
+  const std::atomic<int>* follow = nullptr;  // the writer's capture is still growing
   const SnapshotIndex* index = nullptr;
-  const IndexCheckpoint* from = nullptr;
+  const IndexCheckpoint* from = nullptr;  // &index->end.state: the whole capture
+  const std::vector<std::string>* end_metadata = nullptr;  // with from == &index->end.state
 };
 std::string HeapNamesForError(const Profile& p) {
   std::string names;
@@ -909,9 +920,12 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   Replayer replayer(profile, spec, options, stop_seq);
   ReadOptions read;
   std::vector<IndexChunk> chunks;  // of the last image: see the index
+  std::vector<std::string> metadata;  // of the whole capture, for the index's end
   uint64_t chunks_image = 0;
   if (use.writer) {
     replayer.BuildIndex(use.writer);
+    read.keep_metadata = &metadata;
+    read.follow = use.follow;
     read.on_chunk = [&](uint64_t offset, uint64_t image, int64_t min_seq, int64_t max_seq) {
       if (image != chunks_image) chunks.clear();
       chunks_image = image;
@@ -936,9 +950,24 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
                         {use.index->timeline.begin(),
                          use.index->timeline.begin() + use.from->timeline_points});
     read.first_seq = use.from->seq;
-    profile->from_checkpoint_seq = use.from->seq;
   }
+  if (use.end_metadata) read.metadata_only = use.end_metadata;  // no chunk of the capture is read
   if (!ReadCapture(path, &replayer, &profile->read, error, read)) return false;
+  // After the reading: an exec's process record starts the profile over.
+  if (use.from) profile->from_checkpoint_seq = use.end_metadata ? use.index->end.events : use.from->seq;
+  if (use.end_metadata) {
+    const IndexEnd& end = use.index->end;
+    profile->read.format_major = static_cast<uint16_t>(end.format_major);
+    profile->read.format_minor = static_cast<uint16_t>(end.format_minor);
+    profile->read.ended = end.ended != 0;
+    profile->read.bytes_read = end.bytes_read;
+    profile->read.damage = end.damage;
+  }
+  // memlens run stopped following the capture (^C while it was being indexed): no index.
+  const bool cancelled = use.follow && use.follow->load() == kReadCancelled;
+  if (use.writer && profile->read.missing_events == 0 && !cancelled) {
+    replayer.SaveEnd(metadata, profile->read);
+  }
   // Events after the snapshot in chunks left undecoded look missing to the reader; only a
   // capture with none missing gets an index. Markers past the snapshot are among them: the
   // index has them all.
@@ -968,7 +997,8 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
     return false;
   }
   // A capture with missing events would resume with a different count of them: no index.
-  if (use.writer && profile->read.missing_events == 0) {
+  if (use.writer && profile->read.missing_events == 0 && !cancelled) {
+    if (use.follow) use.writer->Restat();
     use.built->image = profile->earlier_images.size();
     use.built->peak_seq = profile->totals.peak_seq;
     use.built->peak_bytes = profile->totals.peak_bytes;
@@ -999,32 +1029,49 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
 // A whole replay, writing the index on the way when a writer is given (index->path is then
 // set once it is in place).
 bool ReplayAll(const std::string& path, SnapshotIndexWriter* writer, Profile* full,
-               SnapshotIndex* index, std::string* error) {
+               SnapshotIndex* index, std::string* error,
+               const std::atomic<int>* follow = nullptr) {
   return Replay(path, SnapshotSpec{}, ReplayOptions{}, UINT64_MAX, full, error,
-                IndexUse{writer, index});
+                IndexUse{writer, index, follow});
 }
 
-// The index serves snapshots before the end of a plain replay (no per-thread view, no extra
-// per-moment figures). MEMLENS_INDEX=0 turns it off (the tests compare both ways).
-bool IndexServes(const SnapshotSpec& snapshot, const ReplayOptions& options) {
+// The index serves a plain replay (no per-thread view, no extra per-moment figures): a
+// snapshot, or the whole capture when the index has its end. MEMLENS_INDEX=0 turns it off (the
+// tests compare both ways).
+bool IndexServes(const ReplayOptions& options) {
   const char* env = std::getenv("MEMLENS_INDEX");
   if (env && std::string(env) == "0") return false;
-  return snapshot.kind != SnapshotSpec::kEnd && options.thread == 0 && options.heap.empty() &&
-         options.checkpoint_seconds.empty() && options.checkpoint_seqs.empty() &&
-         !options.stack_size_histograms;
+  return options.thread == 0 && options.heap.empty() && options.checkpoint_seconds.empty() &&
+         options.checkpoint_seqs.empty() && !options.stack_size_histograms;
+}
+
+// The whole capture, from the end of its index when it has one (memlens run writes it while
+// the program runs), else replayed. The index is only read, never built, here: a first view of
+// the whole capture costs a replay either way.
+bool LoadWhole(const std::string& path, const SnapshotSpec& snapshot, const ReplayOptions& options,
+               Profile* profile, std::string* error) {
+  SnapshotIndex index;
+  std::vector<std::string> metadata;
+  if (IndexServes(options) && LoadSnapshotIndex(path, &index) && index.end.state.blob_size &&
+      ReadIndexMetadata(index, &metadata)) {
+    IndexUse use;
+    use.index = &index;
+    use.from = &index.end.state;
+    use.end_metadata = &metadata;
+    return Replay(path, snapshot, options, UINT64_MAX, profile, error, use);
+  }
+  return Replay(path, snapshot, options, UINT64_MAX, profile, error);
 }
 
 }  // namespace
 
 bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
                  const ReplayOptions& options, Profile* profile, std::string* error) {
-  if (snapshot.kind == SnapshotSpec::kEnd) {
-    return Replay(path, snapshot, options, UINT64_MAX, profile, error);
-  }
+  if (snapshot.kind == SnapshotSpec::kEnd) return LoadWhole(path, snapshot, options, profile, error);
   uint64_t stop_seq = UINT64_MAX;
   const bool at_marker =
       snapshot.kind == SnapshotSpec::kMarker || snapshot.kind == SnapshotSpec::kSnapshot;
-  const bool serves = IndexServes(snapshot, options);
+  const bool serves = IndexServes(options);
   SnapshotIndex index;
   bool indexed = serves && LoadSnapshotIndex(path, &index);
   // A marker is an exact place in the sequence of events: replay up to it (markers.h). The
@@ -1072,7 +1119,8 @@ bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
   return true;
 }
 
-bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::string* error) {
+bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::string* error,
+                        const std::atomic<int>* follow) {
   SnapshotIndexWriter writer(path);
   if (!writer.ok() && access(path.c_str(), R_OK) != 0) {
     *error = "cannot open '" + path + "': " + std::strerror(errno);
@@ -1084,7 +1132,11 @@ bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::stri
     return false;
   }
   Profile full;
-  if (!ReplayAll(path, &writer, &full, index, error)) return false;
+  if (!ReplayAll(path, &writer, &full, index, error, follow)) return false;
+  if (follow && follow->load() == kReadCancelled) {
+    *error = "indexing was cancelled";
+    return false;
+  }
   if (index->path.empty()) {
     *error = full.read.missing_events ? "'" + path + "' misses events: it cannot be indexed"
                                       : "could not write the index of '" + path + "'";

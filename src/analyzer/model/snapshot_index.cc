@@ -198,6 +198,20 @@ bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
       }
       out.checkpoints.push_back(c);
     }
+    IndexEnd& e = out.end;
+    for (uint64_t* v : {&e.state.timeline_points, &e.state.blob_offset, &e.state.blob_size,
+                        &e.state.raw_size, &e.metadata_offset, &e.metadata_size,
+                        &e.metadata_raw_size, &e.events, &e.format_major, &e.format_minor,
+                        &e.ended, &e.bytes_read}) {
+      *v = r.Next();
+    }
+    e.state.seq = UINT64_MAX;
+    e.damage = r.Text();
+    if (e.state.timeline_points > out.timeline.size() ||
+        e.state.blob_offset + e.state.blob_size > table_offset ||
+        e.metadata_offset + e.metadata_size > table_offset) {
+      continue;
+    }
     if (!r.ok() || !r.AtEnd()) continue;
     *index = std::move(out);
     return true;
@@ -213,7 +227,23 @@ bool ReadCheckpointState(const SnapshotIndex& index, const IndexCheckpoint& chec
          Decompress(stored, checkpoint.raw_size, state);
 }
 
-SnapshotIndexWriter::SnapshotIndexWriter(const std::string& capture_path) {
+bool ReadIndexMetadata(const SnapshotIndex& index, std::vector<std::string>* segments) {
+  const IndexEnd& e = index.end;
+  File f(std::fopen(index.path.c_str(), "rb"), std::fclose);
+  std::string stored, raw;
+  if (!f || e.metadata_raw_size > (uint64_t{1} << 34) ||
+      !ReadAt(f.get(), e.metadata_offset, e.metadata_size, &stored) ||
+      !Decompress(stored, e.metadata_raw_size, &raw)) {
+    return false;
+  }
+  StateReader r(raw);
+  segments->clear();
+  for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) segments->push_back(r.Text());
+  return r.ok() && r.AtEnd();
+}
+
+SnapshotIndexWriter::SnapshotIndexWriter(const std::string& capture_path)
+    : capture_path_(capture_path) {
   if (const char* s = std::getenv("MEMLENS_INDEX_SPACING"); s && *s) {
     min_spacing_ = std::max<uint64_t>(1, std::strtoull(s, nullptr, 10));
   }
@@ -250,24 +280,63 @@ SnapshotIndexWriter::~SnapshotIndexWriter() {
   }
 }
 
-void SnapshotIndexWriter::Add(uint64_t seq, std::string_view state, uint64_t timeline_points) {
-  if (!file_ || stopped_) return;
+bool SnapshotIndexWriter::WriteBlob(std::string_view raw, uint64_t* offset, uint64_t* stored_size) {
   std::string stored;
-  if (!Compress(state, &stored) || std::fwrite(stored.data(), 1, stored.size(), file_) != stored.size()) {
+  if (!Compress(raw, &stored) || std::fwrite(stored.data(), 1, stored.size(), file_) != stored.size()) {
     std::fclose(file_);  // a full disk: no index this time
     file_ = nullptr;
     unlink(temp_path_.c_str());
-    return;
+    return false;
   }
+  *offset = offset_;
+  *stored_size = stored.size();
+  offset_ += stored.size();
+  return true;
+}
+
+void SnapshotIndexWriter::Add(uint64_t seq, std::string_view state, uint64_t timeline_points) {
+  if (!file_ || stopped_) return;
   IndexCheckpoint c;
+  if (!WriteBlob(state, &c.blob_offset, &c.blob_size)) return;
   c.seq = seq;
   c.timeline_points = timeline_points;
-  c.blob_offset = offset_;
-  c.blob_size = stored.size();
   c.raw_size = state.size();
   checkpoints_.push_back(c);
-  offset_ += stored.size();
-  spacing_ = std::max(min_spacing_, 4 * static_cast<uint64_t>(stored.size()));
+  spacing_ = std::max(min_spacing_, 4 * c.blob_size);
+}
+
+void SnapshotIndexWriter::SetEnd(std::string_view state, uint64_t timeline_points, uint64_t events,
+                                 const std::vector<std::string>& metadata,
+                                 const ReadStatus& status) {
+  if (!file_ || stopped_) return;
+  IndexEnd end;
+  if (!WriteBlob(state, &end.state.blob_offset, &end.state.blob_size)) return;
+  end.state.seq = UINT64_MAX;
+  end.state.timeline_points = timeline_points;
+  end.state.raw_size = state.size();
+  std::string raw;
+  PutVarint(&raw, metadata.size());
+  for (const std::string& segment : metadata) {
+    PutVarint(&raw, segment.size());
+    raw += segment;
+  }
+  if (!WriteBlob(raw, &end.metadata_offset, &end.metadata_size)) return;
+  end.metadata_raw_size = raw.size();
+  end.events = events;
+  end.format_major = status.format_major;
+  end.format_minor = status.format_minor;
+  end.ended = status.ended;
+  end.bytes_read = status.bytes_read;
+  end.damage = status.damage;
+  end_ = std::move(end);
+}
+
+void SnapshotIndexWriter::Restat() {
+  if (file_ && !StatCapture(capture_path_, &capture_size_, &capture_mtime_ns_)) {
+    std::fclose(file_);
+    file_ = nullptr;
+    unlink(temp_path_.c_str());
+  }
 }
 
 bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
@@ -325,6 +394,16 @@ bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
       PutVarint(&table, v);
     }
   }
+  if (stopped_) end_ = IndexEnd();
+  const IndexEnd& e = end_;
+  for (uint64_t v : {e.state.timeline_points, e.state.blob_offset, e.state.blob_size,
+                     e.state.raw_size, e.metadata_offset, e.metadata_size, e.metadata_raw_size,
+                     e.events, e.format_major, e.format_minor, e.ended, e.bytes_read}) {
+    PutVarint(&table, v);
+  }
+  PutVarint(&table, e.damage.size());
+  table += e.damage;
+  index->end = end_;
   std::string stored;
   bool written = Compress(table, &stored);
   uint64_t stored_size = stored.size();
@@ -333,6 +412,10 @@ bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
   PutFixed64(&stored, table.size());
   stored.append(kTrailerMagic, sizeof kTrailerMagic);
   written = written && std::fwrite(stored.data(), 1, stored.size(), file_) == stored.size();
+  // The header last: the capture's size and time may have been taken again since (Restat).
+  std::string header = Header(capture_size_, capture_mtime_ns_);
+  written = written && fseeko(file_, 0, SEEK_SET) == 0 &&
+            std::fwrite(header.data(), 1, header.size(), file_) == header.size();
   written = std::fclose(file_) == 0 && written;
   file_ = nullptr;
   if (!written || std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {

@@ -12,6 +12,7 @@
 // Runs on: the analyzer's main thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -23,7 +24,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 3;
+inline constexpr uint32_t kIndexVersion = 4;
 
 struct IndexCheckpoint {
   uint64_t seq = 0;           // the state before the event with this sequence number
@@ -43,6 +44,17 @@ struct IndexChunk {
   uint64_t max_seq = 0;
 };
 
+// The whole capture replayed: the state once every event is in (timeline points all taken),
+// the capture's metadata records (ReadOptions::keep_metadata) and how its reading ended. A view
+// of the whole capture restores it and reads the metadata instead of the capture's chunks.
+struct IndexEnd {
+  IndexCheckpoint state;  // state.blob_size 0: the index has no end (custom heaps)
+  uint64_t metadata_offset = 0, metadata_size = 0, metadata_raw_size = 0;
+  uint64_t events = 0;  // the last image's events: where the replay stood
+  uint64_t format_major = 0, format_minor = 0, ended = 0, bytes_read = 0;
+  std::string damage;
+};
+
 struct SnapshotIndex {
   std::string path;   // of the index file
   uint64_t image = 0;  // the program image the checkpoints belong to: the capture's last
@@ -53,6 +65,7 @@ struct SnapshotIndex {
   std::vector<IndexCheckpoint> checkpoints;  // by seq
   std::vector<IndexChunk> chunks;            // by offset
   std::vector<Marker> markers;               // all of the image's, in order
+  IndexEnd end;
 
   // The chunk at this offset, null when it holds no event of the indexed image.
   const IndexChunk* ChunkAt(uint64_t offset) const;
@@ -69,13 +82,16 @@ std::vector<std::string> IndexPathsFor(const std::string& capture_path);
 
 // Replays the whole capture once and writes its index. Returns false with *error when the
 // capture is unreadable, or when there is no writable place for the index or the capture
-// cannot have one (events are missing from it).
-bool BuildSnapshotIndex(const std::string& capture_path, SnapshotIndex* index, std::string* error);
+// cannot have one (events are missing from it). With follow, the capture is still being
+// written (ReadOptions::follow): it is read as it grows, until follow says it is complete.
+bool BuildSnapshotIndex(const std::string& capture_path, SnapshotIndex* index, std::string* error,
+                        const std::atomic<int>* follow = nullptr);
 
 // Returns false when there is no index for this capture or it is stale.
 bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index);
 bool ReadCheckpointState(const SnapshotIndex& index, const IndexCheckpoint& checkpoint,
                          std::string* state);
+bool ReadIndexMetadata(const SnapshotIndex& index, std::vector<std::string>* segments);
 
 // Writes an index while the capture is replayed: checkpoint states go to a temporary file as
 // they come; Finish adds the table and moves the file into place. Without a writable place,
@@ -101,19 +117,27 @@ class SnapshotIndexWriter {
     checkpoints_.clear();
     stopped_ = true;
   }
+  // The replay's state after the last event, with the metadata and the read status (IndexEnd).
+  void SetEnd(std::string_view state, uint64_t timeline_points, uint64_t events,
+              const std::vector<std::string>& metadata, const ReadStatus& status);
+  // The capture was still growing when the writer was made (memlens run indexes it as it is
+  // written): the index is for its size and modification time now.
+  void Restat();
   // index: all but the checkpoints filled in, chunks included; times: the indexed image's.
   bool Finish(SnapshotIndex* index, const std::vector<format::TimeRecord>& times);
 
  private:
   static constexpr uint64_t kMinSpacing = uint64_t{1} << 20;
-  std::string final_path_, temp_path_;
+  std::string capture_path_, final_path_, temp_path_;
   std::FILE* file_ = nullptr;
   uint64_t offset_ = 0;
   uint64_t spacing_ = kMinSpacing;
   uint64_t min_spacing_ = kMinSpacing;
   uint64_t capture_size_ = 0, capture_mtime_ns_ = 0;
   std::vector<IndexCheckpoint> checkpoints_;
+  IndexEnd end_;
   bool stopped_ = false;
+  bool WriteBlob(std::string_view raw, uint64_t* offset, uint64_t* stored_size);
 };
 
 // Varint byte strings for the saved state.

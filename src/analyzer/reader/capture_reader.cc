@@ -1,7 +1,9 @@
 // src/analyzer/reader/capture_reader.cc: see capture_reader.h.
 #include "analyzer/reader/capture_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -141,6 +143,54 @@ class ChunkPrefetcher {
   std::thread thread_;  // last: starts once the rest is set up
 };
 
+// A FILE over a capture that is still being written: a read at the end of the file waits for
+// more (polling: the writer appends whole chunks every few milliseconds) until the writer is
+// done, and then meets the real end; a cancelled read ends at once.
+struct FollowedFile {
+  int fd;
+  const std::atomic<int>* state;
+};
+
+ssize_t ReadFollowed(void* cookie, char* buffer, size_t size) {
+  auto* f = static_cast<FollowedFile*>(cookie);
+  for (;;) {
+    int state = f->state->load(std::memory_order_acquire);
+    if (state == kReadCancelled) return 0;
+    ssize_t n = read(f->fd, buffer, size);
+    if (n != 0 || state == kWriterDone) return n;  // done before this read: the end is real
+    usleep(2000);
+  }
+}
+
+int CloseFollowed(void* cookie) {
+  auto* f = static_cast<FollowedFile*>(cookie);
+  int rc = close(f->fd);
+  delete f;
+  return rc;
+}
+
+std::FILE* OpenFollowed(const std::string& path, const std::atomic<int>* state) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  auto* cookie = new FollowedFile{fd, state};
+  std::FILE* file = fopencookie(cookie, "rb", {ReadFollowed, nullptr, nullptr, CloseFollowed});
+  if (!file) CloseFollowed(cookie);
+  return file;
+}
+
+// The index's copy of the metadata, read as if from the capture's chunks.
+void ReadMetadataOnly(const std::vector<std::string>& segments, OrderingVisitor* ordering,
+                      ReadStatus* status) {
+  std::string why;
+  for (const std::string& segment : segments) {
+    ordering->StartChunk();
+    if (!format::DecodeRecords(segment, ordering, &why, false)) {
+      status->damage = "the snapshot index is damaged: " + why;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadStatus* status,
@@ -154,7 +204,15 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
     *error = "'" + path + "' is a directory, not a capture";
     return false;
   }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (options.metadata_only) {
+    OrderingVisitor ordering(visitor, options);
+    ReadMetadataOnly(*options.metadata_only, &ordering, status);
+    ordering.Finish(status);
+    return true;
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(
+      options.follow ? OpenFollowed(path, options.follow) : std::fopen(path.c_str(), "rb"),
+      std::fclose);
   if (!file) {
     *error = "cannot open '" + path + "': " + std::strerror(errno);
     return false;
@@ -179,7 +237,11 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
       }
       ordering.StartChunk();
       bool events = !options.wants_events || options.wants_events(chunk.offset);
-      if (!format::DecodeRecords(chunk.payload, &ordering, &why, events)) {
+      std::string metadata;  // of the records delivered, even when a corrupt one follows them
+      bool decoded = format::DecodeRecords(chunk.payload, &ordering, &why, events,
+                                           options.keep_metadata ? &metadata : nullptr);
+      if (!metadata.empty()) options.keep_metadata->push_back(std::move(metadata));
+      if (!decoded) {
         status->damage = "capture is corrupt at byte " + std::to_string(chunk.end_offset) + ": " + why;
         break;
       }

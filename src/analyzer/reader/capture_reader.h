@@ -12,9 +12,11 @@
 // all (missing, empty, foreign, from a newer memlens) is an error.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "format/record_decoder.h"
 
@@ -41,7 +43,17 @@ struct ReadOptions {
   // For the index: after each chunk, its offset in the file, the program image it ended in,
   // and the smallest and largest sequence numbers of that image's events in it (-1: none).
   std::function<void(uint64_t offset, uint64_t image, int64_t min_seq, int64_t max_seq)> on_chunk;
+  // For the index: each chunk's metadata records (all but its event batches), one string a
+  // chunk holding any, in file order (format::DecodeRecords).
+  std::vector<std::string>* keep_metadata = nullptr;
+  // The metadata the index kept: read it instead of the file, which is not opened. No event is
+  // delivered; the status's format fields stay 0 (the index has them).
+  const std::vector<std::string>* metadata_only = nullptr;
+  // A capture still being written (memlens run indexes it as it grows): at the end of the file,
+  // reading waits for more until this says the writer is done, or stops when it says cancelled.
+  const std::atomic<int>* follow = nullptr;
 };
+enum FollowState : int { kWriterRunning = 0, kWriterDone = 1, kReadCancelled = 2 };
 
 bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadStatus* status,
                  std::string* error, const ReadOptions& options = ReadOptions{});

@@ -14,7 +14,7 @@ import sys
 from memlens import executable
 
 USAGE = """usage: python3 -m memlens run [-o FILE] [--python-frames N] [--sample | --sample-rate BYTES]
-                                 script.py [ARGS...]
+                                 [--no-index] script.py [ARGS...]
        python3 -m memlens run [OPTIONS] -m module [ARGS...]
        python3 -m memlens summary|top|tree|leaks CAPTURE [OPTIONS]   (see --help)"""
 
@@ -22,8 +22,9 @@ USAGE = """usage: python3 -m memlens run [-o FILE] [--python-frames N] [--sample
 def run_command(args):
     """memlens `run` arguments for running a Python program with this interpreter."""
     options = []
-    while args and args[0] in ("-o", "--output", "--python-frames", "--sample-rate", "--sample"):
-        if args[0] == "--sample":  # a flag: sample at the default rate (docs/sampling.md)
+    while args and args[0] in ("-o", "--output", "--python-frames", "--sample-rate", "--sample",
+                               "--no-index"):
+        if args[0] in ("--sample", "--no-index"):  # flags (docs/sampling.md, docs/snapshot-index.md)
             options.append(args.pop(0))
             continue
         if len(args) < 2:

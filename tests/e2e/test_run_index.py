@@ -1,0 +1,88 @@
+"""`memlens run` indexes the capture while the program runs (a low-priority thread replays it as
+it is written): afterwards every view of the whole capture restores the index's end instead of
+replaying, and must answer exactly what a replay answers."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import MEMLENS, PROGRAMS, REPO, memlens
+
+
+def view(*args, index=True):
+    env = dict(os.environ)
+    env.pop("MEMLENS_INDEX", None)
+    if not index:
+        env["MEMLENS_INDEX"] = "0"
+    out = memlens(*args, "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    return data, data["capture"]["snapshot"].pop("from_checkpoint_seq")
+
+
+def run(capture, *program, extra=(), env=None):
+    proc = subprocess.run([str(MEMLENS), "run", *extra, "-o", str(capture), "--", *map(str, program)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_run_writes_the_index_and_the_summary_reads_its_end(tmp_path):
+    capture = tmp_path / "peak.mlens"
+    run(capture, PROGRAMS / "known_peak")
+    assert (tmp_path / "peak.mlens.index").is_file()
+    got, from_index = view("summary", capture)
+    expected, from_start = view("summary", capture, index=False)
+    assert got == expected
+    assert from_start == 0 and from_index == got["totals"]["events"] > 0
+    # The figures themselves: ten 1 MiB blocks at once, all freed.
+    assert got["totals"]["peak_bytes"] == 10 * (1 << 20) and got["totals"]["in_use_at_exit_bytes"] == 0
+
+
+def test_no_index_when_asked(tmp_path):
+    capture = tmp_path / "plain.mlens"
+    run(capture, PROGRAMS / "known_peak", extra=["--no-index"])
+    run(tmp_path / "env.mlens", PROGRAMS / "known_peak", env={**os.environ, "MEMLENS_INDEX": "0"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env.mlens", "plain.mlens"]
+    _, from_start = view("summary", capture)
+    assert from_start == 0
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src" / "python"))
+    script = tmp_path / "script.py"
+    script.write_text("x = [str(i) for i in range(1000)]\n")
+    proc = subprocess.run([sys.executable, "-m", "memlens", "run", "--no-index", "-o",
+                           str(tmp_path / "py.mlens"), str(script)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "py.mlens").is_file() and not (tmp_path / "py.mlens.index").exists()
+
+
+def test_a_reused_output_path_is_indexed_for_this_run_only(tmp_path):
+    """The file is emptied before the program starts: the indexer never reads the old capture."""
+    capture = tmp_path / "same.mlens"
+    run(capture, PROGRAMS / "threads8")
+    run(capture, PROGRAMS / "known_peak")
+    got, from_index = view("summary", capture)
+    expected, _ = view("summary", capture, index=False)
+    assert got == expected and from_index > 0
+    assert got["process"]["argv"] == [str(PROGRAMS / "known_peak")]
+
+
+def test_a_killed_program_is_indexed_as_far_as_it_got(tmp_path):
+    capture = tmp_path / "killed.mlens"
+    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
+                             str(PROGRAMS / "wait_for_kill")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.5)  # the writer flushes at least every 100 ms
+    program = [int(p) for p in os.listdir("/proc") if p.isdigit()
+               and open(f"/proc/{p}/cmdline", "rb").read().startswith(str(PROGRAMS / "wait_for_kill").encode())]
+    assert len(program) == 1
+    os.kill(program[0], signal.SIGKILL)
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    got, from_index = view("summary", capture)
+    expected, _ = view("summary", capture, index=False)
+    assert got == expected and from_index > 0
+    assert got["capture"]["complete"] is False
+    assert got["totals"]["in_use_at_exit_bytes"] >= 888
