@@ -284,6 +284,13 @@ def analyze(setup, column, capture, log_text):
     if column.startswith("memlens"):
         memlens = str(setup.baseline if column == "memlens baseline" else setup.memlens)
         rc, r["analyze"], out, err = timed([memlens, "summary", str(capture)])
+        # memlens run indexed the capture as it was written, so that summary reads the index's
+        # end; the same summary replaying every event is the analyzer's throughput.
+        index = capture.with_name(capture.name + ".index")
+        r["index_size"] = index.stat().st_size if index.exists() else 0
+        replay = timed([memlens, "summary", str(capture)], env={**os.environ, "MEMLENS_INDEX": "0"})
+        if replay[0] == 0:
+            r["analyze_replay"] = replay[1]
         try:
             totals = json.loads(timed([memlens, "summary", "--json", str(capture)])[2])["totals"]
             r["events"], r["allocs"] = totals["events"], totals["allocations"]
@@ -302,6 +309,8 @@ def analyze(setup, column, capture, log_text):
         r.pop("analyze")
     else:
         capture.unlink()  # on failure, keep it to look at
+        for index in RESULTS.glob(f"{capture.name}.index"):
+            index.unlink()
     return r
 
 

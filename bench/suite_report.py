@@ -79,11 +79,12 @@ class Cells:
         size, events = self.value(column, "size"), self.events()
         return size / events if size is not None and events else None
 
-    def analysis_ratio(self):
-        """Median over rounds of heaptrack_print's time over memlens summary's, same round."""
+    def analysis_ratio(self, key="analyze"):
+        """Median over rounds of heaptrack_print's time over memlens summary's (KEY: with the
+        index, or replaying), same round."""
         pairs = zip(self.by.get("heaptrack", []), self.by.get("memlens", []))
-        return median([h["analyze"] / m["analyze"] for h, m in pairs
-                       if "analyze" in h and m.get("analyze")])
+        return median([h["analyze"] / m[key] for h, m in pairs
+                       if "analyze" in h and m.get(key)])
 
     def heaptrack_comparable(self):
         """heaptrack sees malloc & co. only: its bars apply where it records (nearly) the same
@@ -112,31 +113,41 @@ def metric_table(all_cells, columns, title, note, cell, first=None):
 
 
 def analysis_table(all_cells, columns):
-    header = ["workload", "events", "memlens summary s", "memlens M events/s",
-              "heaptrack_print s", "heaptrack_print ÷ memlens summary", "memray stats s",
-              "memray native+py: memray stats s", "memlens sampled: summary s"]
+    header = ["workload", "events", "memlens summary s", "memlens summary, replaying s",
+              "replay M events/s", "memlens index bytes/event", "heaptrack_print s",
+              "heaptrack_print ÷ memlens summary", "heaptrack_print ÷ replaying summary",
+              "memray stats s", "memray native+py: memray stats s", "memlens sampled: summary s"]
     rows = []
     for c in all_cells:
-        def seconds(column):
+        def seconds(column, key="analyze"):
             if column not in columns:
                 return "–"
             why = c.why_not(column)
             if why:
                 return why
             errors = sorted({r["analyze_error"] for r in c.ok(column) if "analyze_error" in r})
-            shown = fmt(c.value(column, "analyze"), ".3f")
+            shown = fmt(c.value(column, key), ".3f")
             return shown + (f" (**{errors[0]}**)" if errors else "")
-        events, summary = c.events(), c.value("memlens", "analyze")
-        rate = events / summary / 1e6 if events and summary else None
+        events, replay = c.events(), c.value("memlens", "analyze_replay")
+        rate = events / replay / 1e6 if events and replay else None
+        index = c.value("memlens", "index_size")
         rows.append([c.label, millions(events), seconds("memlens"),
-                     fmt(rate, ".1f"), seconds("heaptrack"), fmt(c.analysis_ratio()),
+                     seconds("memlens", "analyze_replay"), fmt(rate, ".1f"),
+                     fmt(index / events if index is not None and events else None, ".3f"),
+                     seconds("heaptrack"), fmt(c.analysis_ratio()),
+                     fmt(c.analysis_ratio("analyze_replay")),
                      seconds("memray"), seconds("memray native+py"),
                      seconds("memlens sampled")])
     return table("Analysis time", "Median seconds of each tool's analyzer on the capture of its "
                  "own run in the same round: `memlens summary CAPTURE`, `heaptrack_print FILE`, "
-                 "`python -m memray stats CAPTURE`. Throughput: the workload's events (see "
-                 "the bytes-per-event table) over `memlens summary`'s time. "
-                 "\"heaptrack_print ÷ memlens summary\" is the median of the per-round ratios.",
+                 "`python -m memray stats CAPTURE`. `memlens run` indexes the capture while the "
+                 "program runs (docs/snapshot-index.md; its cost is in the memlens columns "
+                 "above), so `memlens summary` restores the index's end; \"replaying\" is the "
+                 "same summary with `MEMLENS_INDEX=0`, which replays every event: the "
+                 "analyzer's throughput is the workload's events (see the bytes-per-event "
+                 "table) over that time. The index's size is not in the capture's bytes per "
+                 "event; its own column says it. The heaptrack_print ratios are medians of "
+                 "per-round ratios.",
                  header, rows)
 
 
@@ -167,7 +178,9 @@ def bars(all_cells, setup):
                 ratio = as_shown(c.analysis_ratio())
                 out["analysis"].append(
                     f"{c.name}: heaptrack_print takes {fmt(ratio, '.1f')}× memlens summary's "
-                    "time: " + verdict(ratio is not None and ratio >= ANALYSIS_BAR))
+                    "time: " + verdict(ratio is not None and ratio >= ANALYSIS_BAR) +
+                    f" (replaying without the index: "
+                    f"{fmt(c.analysis_ratio('analyze_replay'), '.1f')}×)")
             else:
                 out["heaptrack"].append(
                     f"{c.name}: does not apply: heaptrack records "

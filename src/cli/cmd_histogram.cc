@@ -37,9 +37,7 @@ std::vector<SiteHistogram> SiteHistograms(const Profile& p, StackResolver* resol
   using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
   std::map<Key, SiteHistogram> groups;
   for (const auto& [stack_id, stats] : p.stacks) {
-    Stack frames = resolver->Frames(stack_id);
-    SourceFrame site;
-    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    SourceFrame site = resolver->Site(stack_id);
     Key key{site.function, site.file, site.line, site.module,
             site.function.empty() ? site.module_offset : 0};
     SiteHistogram& g = groups[key];

@@ -159,9 +159,7 @@ std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver)
   std::map<Key, GrowingSite> sites;
   size_t n = p.checkpoints.size();
   auto site_of = [&](uint64_t stack_id) -> GrowingSite& {
-    Stack frames = resolver->Frames(stack_id);
-    SourceFrame site;
-    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    SourceFrame site = resolver->Site(stack_id);
     GrowingSite& g = sites[{site.function, site.file, site.line, site.module,
                             site.function.empty() ? site.module_offset : 0}];
     if (g.bytes.empty()) {
@@ -186,9 +184,7 @@ std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver)
   }
   for (auto& g : out) {  // in use at the snapshot, for contrast with the growth
     for (const auto& [stack_id, stats] : p.stacks) {
-      Stack frames = resolver->Frames(stack_id);
-      SourceFrame site;
-      if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+      SourceFrame site = resolver->Site(stack_id);
       if (site.function == g.site.function && site.file == g.site.file &&
           site.line == g.site.line && site.module == g.site.module &&
           site.module_offset == g.site.module_offset) {

@@ -40,8 +40,7 @@ int Map(const AnalysisOptions& o) {
     in_use += r.in_use_bytes;
     span += r.end - r.begin;
     largest_gap = std::max(largest_gap, r.largest_gap);
-    Stack frames = resolver.Frames(r.top_stack);
-    sites.push_back(frames.empty() ? SourceFrame{} : *frames[StackResolver::SiteIndex(frames)]);
+    sites.push_back(resolver.Site(r.top_stack));
   }
   if (o.json) {
     JsonWriter json(std::cout);

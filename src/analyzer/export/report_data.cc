@@ -158,9 +158,7 @@ class SiteIndex {
   size_t Of(uint64_t stack_id) {
     auto found = by_stack_.find(stack_id);
     if (found != by_stack_.end()) return found->second;
-    Stack frames = resolver_->Frames(stack_id);
-    SourceFrame site;
-    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    SourceFrame site = resolver_->Site(stack_id);
     Key key{site.function, site.file, site.line, site.module,
             site.function.empty() ? site.module_offset : 0};
     auto [it, fresh] = by_key_.emplace(key, sites_.size());

@@ -105,6 +105,24 @@ size_t StackResolver::SiteIndex(const Stack& frames) {
   return i;
 }
 
+SourceFrame StackResolver::Site(uint64_t stack_id) {
+  const auto& nodes = profile_.nodes;
+  auto python_node = [&](uint64_t id) {
+    return nodes[id].module == 0 && format::IsPythonFrameIp(nodes[id].ip);
+  };
+  Stack frames;  // the frames SiteIndex looks at, innermost first
+  bool python = false;
+  for (uint64_t id = stack_id; id != 0 && id < nodes.size() && !python; id = nodes[id].parent) {
+    python = python_node(id);
+  }
+  for (uint64_t id = stack_id; id != 0 && id < nodes.size(); id = nodes[id].parent) {
+    if (python && !python_node(id)) continue;
+    for (const SourceFrame& f : NodeFrames(id)) frames.push_back(&f);
+    if (!python && !IsAllocatorFrame(*frames.back())) break;
+  }
+  return frames.empty() ? SourceFrame{} : *frames[SiteIndex(frames)];
+}
+
 std::string TypeOf(const Stack& frames) {
   for (const SourceFrame* f : frames) {
     if (!f->annotation) break;
@@ -125,9 +143,12 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
   using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
   std::map<Key, SiteRow> groups;
   for (const auto& [stack_id, stats] : profile.stacks) {
-    Stack frames = resolver->Frames(stack_id);
-    SourceFrame site;
-    if (!frames.empty()) site = *frames[StackResolver::SiteIndex(frames)];
+    SourceFrame site = resolver->Site(stack_id);
+    // The whole stack only where the grouping reads it: a stack, or its annotation frames.
+    Stack frames;
+    if (by == GroupBy::kStack || by == GroupBy::kHeap || by == GroupBy::kType) {
+      frames = resolver->Frames(stack_id);
+    }
     Key key;
     switch (by) {
       case GroupBy::kFunction:  // a Python function is its file and name; a native one its symbol

@@ -27,6 +27,11 @@ class StackResolver {
   Stack Frames(uint64_t stack_id);
   // Index in Frames(stack) of the allocation site.
   static size_t SiteIndex(const Stack& frames);
+  // The allocation site, Frames(stack)[SiteIndex(...)] (an empty frame for an empty stack),
+  // resolving only the frames that decide it: a native stack from the innermost frame to the
+  // first past the allocator, a Python stack its Python frames. The outer frames (main, the C
+  // library's start-up) are never looked up, nor their modules' debug info loaded.
+  SourceFrame Site(uint64_t stack_id);
   // Frames of one trie node (one return address).
   const std::vector<SourceFrame>& NodeFrames(uint64_t node_id);
   const std::vector<std::string>& warnings() const { return symbolizer_.warnings(); }
