@@ -7,11 +7,13 @@ and one allocation: events = 2 x steps), then runs, one after the other, each me
 GNU time (wall and peak RSS):
   memlens summary CAPTURE            a full replay
   memlens index CAPTURE              the snapshot index (docs/snapshot-index.md), once
+  memlens summary CAPTURE            again: from the index's end
   memlens summary CAPTURE@t=MID      a snapshot in the middle
   memlens summary CAPTURE@peak
   memlens diff CAPTURE@t=Q1 CAPTURE@t=Q3
 The capture (about 3.7 bytes per event) goes to bench/results (gitignored), or --dir; it is
-deleted at the end unless --keep. A billion events take about 4 GB and several minutes to record.
+deleted at the end unless --keep. A billion events take about 4 GB and several minutes to record. It is recorded with
+`memlens run --no-index`, so that the first summary is a replay and the index is built apart.
 
 usage: bench/scale_bench.py [--events 1000000000] [--threads 1] [--keep] [--dir DIR]
 """
@@ -50,15 +52,16 @@ def main():
                     str(ROOT / "bench" / "workloads" / "churn.cc"), "-o", str(exe)], check=True)
     capture = args.dir / "scale.mlens"
     print(f"recording {args.events:,} events...", flush=True)
-    record_wall, _ = measured("record", [MEMLENS, "run", "-o", capture, "--", exe,
+    record_wall, _ = measured("record", [MEMLENS, "run", "--no-index", "-o", capture, "--", exe,
                                          args.threads, args.events // 2], args.dir)
     size = capture.stat().st_size
     out = subprocess.run([str(MEMLENS), "summary", "--json", str(capture)], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, env={**os.environ, "MEMLENS_INDEX": "0"})
     data = json.loads(out.stdout)
     events, duration = data["totals"]["events"], data["capture"]["duration_s"]
     rows = [("summary (full replay)", [MEMLENS, "summary", capture])]
     rows.append(("index (once)", [MEMLENS, "index", capture]))
+    rows.append(("summary (from the index's end)", [MEMLENS, "summary", capture]))
     rows.append((f"summary @t={duration / 2:.1f}", [MEMLENS, "summary", f"{capture}@t={duration / 2:.3f}"]))
     rows.append(("summary @peak", [MEMLENS, "summary", f"{capture}@peak"]))
     rows.append((f"diff @t={duration / 4:.1f} @t={3 * duration / 4:.1f}",

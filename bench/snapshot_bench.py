@@ -43,7 +43,7 @@ def main():
     subprocess.run(["g++", "-O2", "-g", "-std=c++17", "-pthread",
                     str(ROOT / "bench" / "workloads" / "churn.cc"), "-o", str(exe)], check=True)
     capture = RESULTS / "snapshot_churn.mlens"
-    subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", str(exe), "1",
+    subprocess.run([str(MEMLENS), "run", "--no-index", "-o", str(capture), "--", str(exe), "1",
                     str(args.events // 2)], check=True, capture_output=True)
     summary = json.loads(subprocess.run([str(MEMLENS), "summary", "--json", str(capture)],
                                         capture_output=True, text=True, check=True).stdout)
@@ -58,7 +58,7 @@ def main():
     no_index = {**os.environ, "MEMLENS_INDEX": "0"}
     for _ in range(args.runs):
         build.append(seconds([MEMLENS, "index", capture]))
-        times[("full", None)].append(seconds([MEMLENS, "summary", capture]))
+        times[("full", None)].append(seconds([MEMLENS, "summary", capture], no_index))
         for m in moments:
             times[(m, "index")].append(seconds([MEMLENS, "summary", f"{capture}@{m}"]))
             times[(m, "no index")].append(seconds([MEMLENS, "summary", f"{capture}@{m}"], no_index))
