@@ -1,0 +1,68 @@
+// StackResolver::Site resolves only the frames that decide a stack's allocation site: it must
+// name the same frame as resolving the whole stack and applying SiteIndex.
+#include "analyzer/model/sites.h"
+
+#include <gtest/gtest.h>
+
+namespace memlens::analyzer {
+namespace {
+
+using format::AnnotationFrameIp;
+using format::PythonFrameIp;
+
+// Node ids are dense: each node's parent comes before it.
+uint64_t AddNode(Profile* p, uint64_t parent, uint64_t ip) {
+  p->nodes.push_back({parent, ip, 0});
+  return p->nodes.size() - 1;
+}
+
+void ExpectSameSite(StackResolver* resolver, uint64_t stack) {
+  Stack frames = resolver->Frames(stack);
+  ASSERT_FALSE(frames.empty());
+  const SourceFrame& whole = *frames[StackResolver::SiteIndex(frames)];
+  SourceFrame site = resolver->Site(stack);
+  EXPECT_EQ(site.function, whole.function);
+  EXPECT_EQ(site.file, whole.file);
+  EXPECT_EQ(site.line, whole.line);
+  EXPECT_EQ(site.module_offset, whole.module_offset);
+}
+
+TEST(StackResolverSite, PythonStacksTakeTheProgramsOwnLine) {
+  Profile p;
+  p.python_codes[1] = {1, "/home/u/app.py", "main", 1};
+  p.python_codes[2] = {2, "/usr/lib/python3.11/json/encoder.py", "encode", 1};
+  p.heap_names[3] = "pool";
+  uint64_t outer = AddNode(&p, 0, 0x1000);                     // native, outermost
+  uint64_t app = AddNode(&p, outer, PythonFrameIp(1, 10));     // the program's line
+  uint64_t lib = AddNode(&p, app, PythonFrameIp(2, 20));       // the standard library
+  uint64_t inner = AddNode(&p, lib, 0x2000);                   // the interpreter, natively
+  uint64_t heap = AddNode(&p, inner, AnnotationFrameIp(format::Annotation::kHeap, 3));
+  StackResolver resolver(p);
+  ExpectSameSite(&resolver, heap);
+  EXPECT_EQ(resolver.Site(heap).line, 10u);
+  EXPECT_EQ(resolver.Site(heap).file, "/home/u/app.py");
+  ExpectSameSite(&resolver, lib);
+  EXPECT_EQ(resolver.Site(lib).line, 10u);
+  uint64_t lib_only = AddNode(&p, AddNode(&p, 0, PythonFrameIp(2, 30)), 0x2000);
+  StackResolver again(p);
+  ExpectSameSite(&again, lib_only);  // only library frames: the innermost Python one
+  EXPECT_EQ(again.Site(lib_only).line, 30u);
+}
+
+TEST(StackResolverSite, NativeStacksStopPastTheAllocator) {
+  Profile p;
+  p.heap_names[3] = "pool";
+  uint64_t outer = AddNode(&p, 0, 0x3000);
+  uint64_t caller = AddNode(&p, outer, 0x4000);
+  uint64_t heap = AddNode(&p, caller, AnnotationFrameIp(format::Annotation::kHeap, 3));
+  StackResolver resolver(p);
+  ExpectSameSite(&resolver, heap);
+  EXPECT_EQ(resolver.Site(heap).module_offset, 0x4000u);  // the annotation is plumbing
+  uint64_t only_annotation = AddNode(&p, 0, AnnotationFrameIp(format::Annotation::kHeap, 3));
+  StackResolver again(p);
+  ExpectSameSite(&again, only_annotation);  // nothing past the plumbing: the outermost frame
+  EXPECT_EQ(again.Site(0).function, "");    // the empty stack
+}
+
+}  // namespace
+}  // namespace memlens::analyzer
