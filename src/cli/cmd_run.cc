@@ -209,7 +209,11 @@ class CaptureIndexer {
           setpriority(PRIO_PROCESS, 0, 19);  // this thread (Linux): the program comes first
           analyzer::SnapshotIndex index;
           std::string error;
-          return analyzer::BuildSnapshotIndex(capture, &index, &error, &g_follow);
+          try {  // no index is no harm: views replay instead
+            return analyzer::BuildSnapshotIndex(capture, &index, &error, &g_follow);
+          } catch (const std::exception&) {
+            return false;
+          }
         })) {}
 
   // The program is gone: the capture is complete. A replay that lags behind it says so after
