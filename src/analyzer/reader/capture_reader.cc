@@ -166,6 +166,7 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
     return false;
   }
   OrderingVisitor ordering(visitor, options);
+  format::DecodeState decode_state;
   ChunkPrefetcher::Item chunk;
   {
     ChunkPrefetcher prefetcher(&chunks);
@@ -178,8 +179,14 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
         break;
       }
       ordering.StartChunk();
-      bool events = !options.wants_events || options.wants_events(chunk.offset);
-      if (!format::DecodeRecords(chunk.payload, &ordering, &why, events)) {
+      // A chunk's releases may refer to the allocations of the chunk before: a chunk whose
+      // events are not wanted is still decoded for them when the next one's are.
+      auto events = format::EventDecoding::kDeliver;
+      if (options.wants_events && !options.wants_events(chunk.offset)) {
+        events = options.wants_events(chunk.end_offset) ? format::EventDecoding::kAllocations
+                                                        : format::EventDecoding::kSkip;
+      }
+      if (!format::DecodeRecords(chunk.payload, &ordering, &why, events, &decode_state)) {
         status->damage = "capture is corrupt at byte " + std::to_string(chunk.end_offset) + ": " + why;
         break;
       }
