@@ -138,10 +138,9 @@ def split_payload(payload, parts, stats):
         elif rtype == 5:
             stats["stack nodes"] += 1
             stats["stack nodes (all images)"] += 1
-            parent = c.varint()
+            parent_gap = c.varint()  # node id - 1 - parent (format 4)
             ip = c.varint()
-            node = stats["stack nodes"]
-            if parent == node - 1:
+            if parent_gap == 0:
                 stats["nodes whose parent is the previous node"] += 1
             if ip >> 63:
                 stats["python frame nodes"] += 1
