@@ -190,7 +190,8 @@ TEST(Records, MetadataOfAPayloadDecodesToTheSameRecordsWithoutEvents) {
 
   Collector whole;
   std::string error, metadata;
-  ASSERT_TRUE(DecodeRecords(payload, &whole, &error, true, &metadata)) << error;
+  ASSERT_TRUE(DecodeRecords(payload, &whole, &error, EventDecoding::kDeliver, nullptr, &metadata))
+      << error;
   ASSERT_FALSE(whole.events.empty());
   ASSERT_LT(metadata.size(), payload.size());
   Collector kept;
@@ -330,8 +331,7 @@ TEST(EventBatches, ReleasesInAnyOrderFindTheirAllocation) {
 
 TEST(EventBatches, FifoWindowCostsOneRepeatedReference) {
   // Each step frees the block allocated 300 steps earlier, then allocates: after the first 300
-  // steps every release is "the 300th latest allocation". 150,000 allocations also wrap the
-  // decoder's ring of kMaxBackReference.
+  // steps every release is "the 300th latest allocation".
   std::string payload;
   RecordEncoder enc(&payload);
   std::vector<Event> events;
@@ -356,45 +356,126 @@ TEST(EventBatches, FifoWindowCostsOneRepeatedReference) {
   ExpectSameEvents(Decode(payload), events);
 }
 
-TEST(EventBatches, ReferencesStayInsideTheirRecordThreadAndRange) {
+// Three chunks: thread 1 allocates X, W and V in chunk 1; in chunk 2 it frees X (one chunk
+// back: 3 allocations back), allocates A right after (a delta from the batch's start: the
+// reference into chunk 1 left the chain alone), frees Z that thread 2 allocated (by address:
+// another thread's) and an address never allocated (by address); in chunk 3 it frees W (two
+// chunks back: by address) and A (one chunk back).
+struct ThreeChunks {
+  std::vector<std::string> payloads;
+  std::vector<std::vector<Event>> events;
+};
+ThreeChunks MakeThreeChunks() {
+  ThreeChunks t;
+  t.events = {
+      {{0, EventKind::kMalloc, 0x1000, 8, 1, 1},
+       {1, EventKind::kMalloc, 0x5000, 8, 1, 1},
+       {2, EventKind::kMalloc, 0x9000, 8, 1, 1}},
+      {{3, EventKind::kFree, 0x1000, 0, 0, 1},
+       {4, EventKind::kMalloc, 0x1010, 8, 1, 1},
+       {6, EventKind::kMalloc, 0x2000, 8, 1, 2},
+       {7, EventKind::kFree, 0x2000, 0, 0, 1},
+       {8, EventKind::kFree, 0x9990, 0, 0, 1}},
+      {{9, EventKind::kFree, 0x5000, 0, 0, 1},
+       {10, EventKind::kFree, 0x1010, 0, 0, 1}},
+  };
   std::string payload;
   RecordEncoder enc(&payload);
-  // Record 1 allocates X; record 2 frees it: the reference would cross records, so it is not one.
-  enc.BeginEvents(1);
-  enc.AddEvent({0, EventKind::kMalloc, 0x1000, 8, 1, 1});
-  enc.FinishEvents();
-  std::string first = payload;
-  payload.clear();
-  std::vector<Event> events = {
-      {1, EventKind::kFree, 0x1000, 0, 0, 1},
-      {2, EventKind::kMalloc, 0x2000, 8, 1, 2},  // thread 2 allocates...
-      {3, EventKind::kFree, 0x2000, 0, 0, 1},    // ...thread 1 frees: no reference either
-      {4, EventKind::kFree, 0x9990, 0, 0, 1},    // never allocated
-  };
-  for (const Event& e : events) {
-    enc.BeginEvents(e.thread);
-    enc.AddEvent(e);
+  enc.Process({1, 0, 0, 0, "/bin/t", {"t"}, "0"});
+  for (const auto& chunk : t.events) {
+    for (const Event& e : chunk) {
+      enc.BeginEvents(e.thread);
+      enc.AddEvent(e);
+    }
+    enc.FinishEvents();
+    t.payloads.push_back(payload);
+    payload.clear();
+    enc.NextChunk();
   }
-  enc.FinishEvents();
-  EXPECT_EQ(SplitEvents(payload).releases, std::string("\x00\x00\x00", 3));
-  ExpectSameEvents(Decode(payload), events);
-  // An allocation further back than kMaxBackReference is not referred to. X1 and X2, then
-  // 65,535 allocations at Y (which share one set of the encoder's table, not X1's nor X2's).
-  payload.clear();
-  events.clear();
-  enc.BeginEvents(3);
-  for (uint64_t i = 0; i <= kMaxBackReference; ++i) {
-    events.push_back({i, EventKind::kMalloc, i < 2 ? 0x100000 + 16 * i : 0x200000, 1, 1, 3});
+  return t;
+}
+
+TEST(EventBatches, ReferencesReachOneChunkBackInTheirThread) {
+  ThreeChunks t = MakeThreeChunks();
+  EXPECT_EQ(SplitEvents(t.payloads[1]).releases, std::string("\x03\x00\x00", 3));
+  EXPECT_EQ(SplitEvents(t.payloads[2]).releases, std::string("\x00\x01", 2));
+  DecodeState state;
+  for (size_t i = 0; i < t.payloads.size(); ++i) {
+    Collector c;
+    std::string error;
+    ASSERT_TRUE(DecodeRecords(t.payloads[i], &c, &error, EventDecoding::kDeliver, &state)) << error;
+    ExpectSameEvents(c.events, t.events[i]);
   }
-  events.push_back({kMaxBackReference + 1, EventKind::kFree, 0x100000, 0, 0, 3});  // 65,537 back
-  events.push_back({kMaxBackReference + 2, EventKind::kFree, 0x100010, 0, 0, 3});  // 65,536 back
-  for (const Event& e : events) enc.AddEvent(e);
-  enc.FinishEvents();
-  std::string last_two;
-  PutVarint(&last_two, 0);
-  PutVarint(&last_two, kMaxBackReference);
-  EXPECT_EQ(SplitEvents(payload).releases, last_two);
-  ExpectSameEvents(Decode(payload), events);
+  // Without the chunk before, chunk 2's first release names nothing: corrupt.
+  Collector c;
+  std::string error;
+  EXPECT_FALSE(DecodeRecords(t.payloads[1], &c, &error));
+  EXPECT_NE(error.find("beyond those decoded"), std::string::npos) << error;
+}
+
+// A reader resuming at a checkpoint skips chunk 1, decodes chunk 2 only for its allocations
+// (its reference into chunk 1 is passed over and leaves the address chain alone, so chunk 2's
+// own allocations still decode right) and delivers chunk 3, which refers into chunk 2.
+TEST(EventBatches, ResumedReadersNeedOnlyTheChunkBefore) {
+  ThreeChunks t = MakeThreeChunks();
+  DecodeState state;
+  Collector skipped, allocations, delivered;
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(t.payloads[0], &skipped, &error, EventDecoding::kSkip, &state)) << error;
+  ASSERT_TRUE(DecodeRecords(t.payloads[1], &allocations, &error, EventDecoding::kAllocations, &state))
+      << error;
+  ASSERT_TRUE(DecodeRecords(t.payloads[2], &delivered, &error, EventDecoding::kDeliver, &state))
+      << error;
+  EXPECT_TRUE(skipped.events.empty());
+  EXPECT_TRUE(allocations.events.empty());
+  ExpectSameEvents(delivered.events, t.events[2]);
+  // Delivering chunk 2 after a skipped chunk 1 cannot be done right: corrupt, not wrong.
+  DecodeState fresh;
+  Collector c;
+  ASSERT_TRUE(DecodeRecords(t.payloads[0], &c, &error, EventDecoding::kSkip, &fresh)) << error;
+  EXPECT_FALSE(DecodeRecords(t.payloads[1], &c, &error, EventDecoding::kDeliver, &fresh));
+}
+
+// A new program image starts over: a reference into the previous image's chunk is corrupt.
+TEST(EventBatches, ProcessRecordsStartTheListsOver) {
+  ThreeChunks t = MakeThreeChunks();
+  std::string image2;
+  RecordEncoder enc(&image2);
+  enc.Process({1, 0, 0, 0, "/bin/t2", {"t2"}, "0"});
+  image2 += t.payloads[1];  // its first release refers back to the first image's X
+  DecodeState state;
+  Collector c;
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(t.payloads[0], &c, &error, EventDecoding::kDeliver, &state)) << error;
+  EXPECT_FALSE(DecodeRecords(image2, &c, &error, EventDecoding::kDeliver, &state));
+}
+
+// Stack nodes are written as id - 1 - parent: 0 along a new path, whatever the ids; the count
+// carries across chunks in the state.
+TEST(Records, StackNodeParentsAreCodedRelativeToTheNode) {
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Process({1, 0, 0, 0, "/bin/t", {"t"}, "0"});
+  std::string first_chunk = payload;
+  payload.clear();
+  enc.StackNode({0, 0x10});  // node 1
+  enc.StackNode({1, 0x20});  // node 2
+  enc.StackNode({2, 0x30});  // node 3
+  enc.StackNode({1, 0x40});  // node 4: a sibling of node 2
+  enc.StackNode({0, 0x50});  // node 5: under the root
+  EXPECT_EQ(payload, std::string("\x05\x00\x10\x05\x00\x20\x05\x00\x30\x05\x02\x40\x05\x04\x50", 15));
+  DecodeState state;
+  Collector c;
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(first_chunk, &c, &error, EventDecoding::kDeliver, &state)) << error;
+  ASSERT_TRUE(DecodeRecords(payload.substr(0, 9), &c, &error, EventDecoding::kDeliver, &state));
+  ASSERT_TRUE(DecodeRecords(payload.substr(9), &c, &error, EventDecoding::kDeliver, &state));
+  std::vector<uint64_t> parents;
+  for (const auto& n : c.nodes) parents.push_back(n.parent);
+  EXPECT_EQ(parents, (std::vector<uint64_t>{0, 1, 2, 1, 0}));
+  // Decoded on its own, the second part's gap of 4 names a parent before node 1: corrupt.
+  EXPECT_FALSE(DecodeRecords(payload.substr(9), &c, &error));
+  EXPECT_NE(error.find("names a parent after it"), std::string::npos) << error;
 }
 
 // A kEvents record of one batch (thread 1) from hand-made columns.

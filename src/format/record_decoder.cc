@@ -73,29 +73,8 @@ Cursor TakeColumn(Cursor* c) {
   return Cursor(bytes);
 }
 
-// The addresses of one thread's latest allocations in a kEvents record (at most
-// kMaxBackReference of them), which its releases may refer back to.
-struct AllocationRing {
-  std::vector<uint64_t> slots;  // grows to kMaxBackReference, then wraps
-  uint64_t count = 0;           // allocations so far
-
-  void Add(uint64_t address) {
-    if (slots.size() < kMaxBackReference) {
-      slots.push_back(address);
-    } else {
-      slots[count % kMaxBackReference] = address;
-    }
-    ++count;
-  }
-  // The k-th latest allocation (k >= 1); false when there is no such allocation.
-  bool Get(uint64_t k, uint64_t* address) const {
-    if (k == 0 || k > slots.size()) return false;
-    *address = slots[(count - k) % kMaxBackReference];
-    return true;
-  }
-};
-
-bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver) {
+bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
+                  DecodeState* state) {
   uint64_t batch_count = c->Count(2);
   std::vector<std::pair<uint32_t, uint64_t>> batches;
   uint64_t total = 0;
@@ -112,7 +91,8 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
   Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), releases = TakeColumn(c),
          addresses = TakeColumn(c), sizes = TakeColumn(c), stacks = TakeColumn(c);
   if (!c->ok()) return false;
-  if (!deliver) return true;  // the columns are stepped over
+  if (mode == EventDecoding::kSkip) return true;  // the columns are stepped over
+  const bool deliver = mode == EventDecoding::kDeliver;
   if (kinds.Remaining() != total) {  // one kind byte per event: the counts must add up
     *error = "event counts do not match the kinds column";
     return false;
@@ -141,11 +121,11 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
     ++next_value;
     return static_cast<uint64_t>(UnZigZag(zigzag));
   };
-  std::unordered_map<uint32_t, AllocationRing> rings;
   for (const auto& [thread, count] : batches) {
     Event e;
     e.thread = thread;
-    AllocationRing& ring = rings[thread];
+    DecodeState::ThreadAllocations& list = state->allocations[thread];
+    std::vector<uint64_t>& listed = list.addresses;
     uint64_t seq = 0, stack = 0, last_address = 0;
     for (uint64_t k = 0; k < count; ++k) {
       uint8_t kind = kinds.Byte();
@@ -161,14 +141,19 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
       if (back == 0) {
         last_address += next_delta();
         e.address = UnrotateAddress(last_address);
-      } else if (ring.Get(back, &e.address)) {
-        last_address = RotateAddress(e.address);
+      } else if (back <= listed.size()) {
+        e.address = listed[listed.size() - back];
+        // Only a reference into this chunk moves the chain, so that this chunk's addresses
+        // decode without the chunk before (a reader resuming at a checkpoint needs that).
+        if (listed.size() - back >= list.current) last_address = RotateAddress(e.address);
+      } else if (mode == EventDecoding::kAllocations && !state->previous_known) {
+        e.address = 0;  // an allocation of the skipped chunk before: not needed here
       } else {
         *error = "a release refers back to allocation " + std::to_string(back) +
                  " of its thread, beyond those decoded";
         return false;
       }
-      if (AddressChain(e.kind) == 0) ring.Add(e.address);
+      if (AddressChain(e.kind) == 0) listed.push_back(e.address);
       e.seq = seq;
       e.size = HasSize(e.kind) ? sizes.Varint() : 0;
       if (HasStack(e.kind)) {
@@ -178,7 +163,7 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
         e.stack = 0;
       }
       if (!seqs.ok() || !releases.ok() || !values_ok || !sizes.ok() || !stacks.ok()) break;
-      v->OnEvent(e);
+      if (deliver) v->OnEvent(e);
     }
   }
   bool complete = kinds.ok() && seqs.ok() && releases.ok() && values_ok && sizes.ok() && stacks.ok();
@@ -193,8 +178,26 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, bool deliver)
 
 }  // namespace
 
-bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* error, bool events,
-                   std::string* metadata) {
+void DecodeState::StartChunk(EventDecoding events) {
+  previous_known = chunk_decoded_;
+  chunk_decoded_ = events != EventDecoding::kSkip;
+  for (auto it = allocations.begin(); it != allocations.end();) {
+    ThreadAllocations& list = it->second;
+    if (previous_known) list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.current);
+    if (!previous_known || list.addresses.empty()) {
+      it = allocations.erase(it);
+      continue;
+    }
+    list.current = list.addresses.size();
+    ++it;
+  }
+}
+
+bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* error,
+                   EventDecoding events, DecodeState* state, std::string* metadata) {
+  DecodeState local;
+  if (!state) state = &local;
+  state->StartChunk(events);
   Cursor c(payload);
   while (!c.AtEnd()) {
     size_t record_offset = c.offset();
@@ -211,6 +214,7 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         uint64_t argc = c.Count(1);
         for (uint64_t i = 0; i < argc && c.ok(); ++i) r.argv.push_back(c.String());
         r.agent_version = c.String();
+        if (c.ok()) state->StartImage();
         if (c.ok()) v->OnProcess(r);
         break;
       }
@@ -244,13 +248,22 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
       }
       case RecordType::kStackNode: {
         StackNodeRecord r;
-        r.parent = c.Varint();
+        uint64_t gap = c.Varint();  // the node's id - 1 - its parent
         r.ip = c.Varint();
-        if (c.ok()) v->OnStackNode(r);
+        if (c.ok() && gap >= state->stack_nodes + 1) {
+          *error = "stack node " + std::to_string(state->stack_nodes + 1) +
+                   " names a parent after it at payload offset " + std::to_string(record_offset);
+          return false;
+        }
+        r.parent = state->stack_nodes - gap;
+        if (c.ok()) {
+          ++state->stack_nodes;
+          v->OnStackNode(r);
+        }
         break;
       }
       case RecordType::kEvents:
-        if (!DecodeEvents(&c, v, &detail, events)) {
+        if (!DecodeEvents(&c, v, &detail, events, state)) {
           *error = "corrupt event batch at payload offset " + std::to_string(record_offset) +
                    (detail.empty() ? "" : ": " + detail);
           return false;

@@ -2,11 +2,14 @@
 //
 // DecodeRecords walks one chunk payload and hands each record to a RecordVisitor. It validates
 // every length and kind: a corrupt payload is reported, never read out of bounds. Used by the
-// analyzer's reader and by tests.
+// analyzer's reader and by tests (one thread per DecodeState).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "format/records.h"
 
@@ -30,12 +33,52 @@ class RecordVisitor {
   virtual void OnSampling(const SamplingRecord&) {}
 };
 
+// What DecodeRecords does with a chunk's event batches.
+// Metadata records are delivered in every case.
+enum class EventDecoding : uint8_t {
+  kDeliver,      // decode and deliver every event
+  kAllocations,  // decode the addresses into the state (the next chunk's releases need them)
+  kSkip,         // step over the columns (a reader that wants only this chunk's metadata)
+};
+
+// What a chunk's decoding needs from the chunks before it in its program image: how many stack
+// nodes there are (a node's parent is coded relative to its id) and each thread's allocations
+// of the previous chunk (a release may refer back to them). A reader keeps one across the
+// chunks of a capture, in file order; a kProcess record resets it.
+class DecodeState {
+ public:
+  // The allocations of one thread in the previous chunk, then in this one.
+  struct ThreadAllocations {
+    std::vector<uint64_t> addresses;
+    size_t current = 0;  // where this chunk's begin
+  };
+
+  uint64_t stack_nodes = 0;  // nodes of the image so far
+  std::unordered_map<uint32_t, ThreadAllocations> allocations;
+  // False when the previous chunk's allocations are not known (its events were stepped over).
+  bool previous_known = true;
+
+  void StartImage() {
+    stack_nodes = 0;
+    allocations.clear();
+    previous_known = true;
+  }
+  // At the start of every chunk: the allocations of the chunk before become the previous ones.
+  void StartChunk(EventDecoding events);
+
+ private:
+  bool chunk_decoded_ = true;  // the events of the chunk being decoded are (kSkip: not)
+};
+
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before
-// the bad one have already been delivered. With events false, event batches are stepped over
-// without being decoded (a reader that wants only the metadata of this chunk). With metadata
-// given, the bytes of every record but the event batches are appended to it: a payload of
-// the chunk's metadata alone, which decodes to the same records (the snapshot index keeps it).
+// the bad one have already been delivered. Without a state the payload is decoded as the first
+// chunk of an image. A release that refers to the previous chunk when its events were skipped
+// is corrupt with kDeliver; with kAllocations it is passed over (it does not change the
+// address chain: docs/capture-format.md, section 5). With metadata given, the bytes of every
+// record but the event batches are appended to it: a payload of the chunk's metadata alone,
+// which decodes to the same records (the snapshot index keeps it).
 bool DecodeRecords(std::string_view payload, RecordVisitor* visitor, std::string* error,
-                   bool events = true, std::string* metadata = nullptr);
+                   EventDecoding events = EventDecoding::kDeliver, DecodeState* state = nullptr,
+                   std::string* metadata = nullptr);
 
 }  // namespace memlens::format

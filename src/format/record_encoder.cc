@@ -15,6 +15,9 @@ void PutString(std::string* out, const std::string& s) {
 }  // namespace
 
 void RecordEncoder::Process(const ProcessRecord& r) {
+  stack_nodes_ = 0;  // a new program image numbers everything afresh
+  thread_allocations_.clear();
+  batch_allocations_ = nullptr;
   PutType(out_, RecordType::kProcess);
   PutVarint(out_, r.pid);
   PutVarint(out_, r.ppid);
@@ -52,7 +55,8 @@ void RecordEncoder::Thread(const ThreadRecord& r) {
 
 void RecordEncoder::StackNode(const StackNodeRecord& r) {
   PutType(out_, RecordType::kStackNode);
-  PutVarint(out_, r.parent);
+  PutVarint(out_, stack_nodes_ - r.parent);  // the node's id - 1 - its parent: 0 along a path
+  ++stack_nodes_;
   PutVarint(out_, r.ip);
 }
 
@@ -114,7 +118,7 @@ void RecordEncoder::BeginEvents(uint32_t thread) {
 
 uint64_t RecordEncoder::BackReference(uint64_t address) {
   ThreadAllocations& mine = *batch_allocations_;
-  if (address == 0 || mine.count == 0) return 0;
+  if (address == 0 || mine.addresses.empty()) return 0;
   uint64_t back = 0;
   if (mine.Holds(mine.last_back, address)) {
     back = mine.last_back;
@@ -122,9 +126,9 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
     back = 1;
   } else if (!recent_.empty()) {
     const RecentSlot& slot = recent_[RecentIndex(address)];
-    if (slot.serial != 0 && slot.thread == batches_.back().first &&
-        mine.Holds(mine.count - slot.serial + 1, address)) {
-      back = mine.count - slot.serial + 1;
+    uint64_t guess = static_cast<uint32_t>(static_cast<uint32_t>(mine.count) - slot.serial) + 1ull;
+    if (slot.serial != 0 && slot.thread == batches_.back().first && mine.Holds(guess, address)) {
+      back = guess;
     }
   }
   if (back != 0) mine.last_back = back;
@@ -133,16 +137,12 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
 
 void RecordEncoder::NoteAllocation(uint64_t address) {
   ThreadAllocations& mine = *batch_allocations_;
-  if (mine.ring.size() < kMaxBackReference) {
-    mine.ring.push_back(address);
-  } else {
-    mine.ring[mine.count % kMaxBackReference] = address;
-  }
+  mine.addresses.push_back(address);
   ++mine.count;
   if (address == 0) return;
   if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
-  recent_used_ = true;
-  recent_[RecentIndex(address)] = {batches_.back().first, static_cast<uint32_t>(mine.count)};
+  uint32_t serial = static_cast<uint32_t>(mine.count);
+  recent_[RecentIndex(address)] = {batches_.back().first, serial == 0 ? 1 : serial};
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -158,8 +158,12 @@ void RecordEncoder::AddEvent(const Event& e) {
     reference = BackReference(e.address);
     PutVarint(&releases_, reference);
   }
-  if (reference == 0) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
-  last_address_ = rotated;
+  if (reference == 0) {
+    address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
+    last_address_ = rotated;
+  } else if (reference <= batch_allocations_->addresses.size() - batch_allocations_->current) {
+    last_address_ = rotated;  // a reference into the chunk before leaves the chain alone
+  }
   if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
   if (has_stack) {
     PutSignedVarint(&stacks_, static_cast<int64_t>(e.stack - last_stack_));
@@ -178,10 +182,6 @@ void RecordEncoder::EndEvents() {
 
 void RecordEncoder::FinishEvents() {
   EndEvents();
-  // Back-references never leave a record: forget this record's allocations.
-  if (recent_used_) recent_.assign(recent_.size(), RecentSlot{0, 0});
-  recent_used_ = false;
-  thread_allocations_.clear();
   batch_allocations_ = nullptr;
   if (batches_.empty()) return;
   PutType(out_, RecordType::kEvents);
@@ -207,6 +207,21 @@ void RecordEncoder::FinishEvents() {
   batches_.clear();
   for (std::string* column : {&kinds_, &seqs_, &releases_, &sizes_, &stacks_}) column->clear();
   address_deltas_.clear();
+}
+
+// Back-references reach one chunk back: forget the allocations of the chunk before the one
+// just written (the recent table needs no clearing: its hits are checked).
+void RecordEncoder::NextChunk() {
+  for (auto it = thread_allocations_.begin(); it != thread_allocations_.end();) {
+    ThreadAllocations& list = it->second;
+    list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.current);
+    list.current = list.addresses.size();
+    if (list.addresses.empty()) {
+      it = thread_allocations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace memlens::format

@@ -35,24 +35,27 @@ class RecordEncoder {
   // FinishEvents writes every batch since the last call as one kEvents record, stored column by
   // column across all batches (kinds, seq gaps, releases, addresses, sizes, stacks): like fields
   // side by side compress far better than event by event. Deltas restart with each batch; a
-  // release that frees a block allocated by the same thread earlier in the record is coded as
-  // a back-reference to that allocation (so a record decodes on its own).
+  // release that frees a block allocated by the same thread earlier in this chunk or in the
+  // chunk before is coded as a back-reference to that allocation. NextChunk says that a chunk
+  // was written (the writer calls it after each one, as the reader starts each one).
   void BeginEvents(uint32_t thread);
   void AddEvent(const Event& e);
   void EndEvents();
   void FinishEvents();
+  void NextChunk();
   size_t pending_events() const { return kinds_.size(); }
 
  private:
-  // A thread's allocations in this record, the latest kMaxBackReference of them (a ring, as
-  // the reader keeps it), and the last back-reference its releases used. Memory: 8 bytes per
-  // allocation of the record, as the event columns themselves take; freed with the record.
+  // A thread's allocations in the previous chunk and this one, as the reader keeps them, and
+  // the last back-reference its releases used. Memory: 8 bytes per allocation of the two
+  // chunks, all threads together.
   struct ThreadAllocations {
-    std::vector<uint64_t> ring;
-    uint64_t count = 0;
+    std::vector<uint64_t> addresses;
+    size_t current = 0;   // where this chunk's begin in addresses
+    uint64_t count = 0;   // allocations since the start: addresses.back() is the count-th
     uint64_t last_back = 0;
     bool Holds(uint64_t back, uint64_t address) const {
-      return back != 0 && back <= ring.size() && ring[(count - back) % kMaxBackReference] == address;
+      return back != 0 && back <= addresses.size() && addresses[addresses.size() - back] == address;
     }
   };
   // Where a recent allocation sits in its thread's list, direct-mapped by address: found again
@@ -61,7 +64,7 @@ class RecordEncoder {
   // the list, so a stale slot only costs a miss.
   struct RecentSlot {
     uint32_t thread;
-    uint32_t serial;  // 1-based position in the thread's allocations; 0: empty
+    uint32_t serial;  // the allocation's count (mod 2^32); 0: empty
   };
   static constexpr int kRecentBits = 13;
 
@@ -82,8 +85,8 @@ class RecordEncoder {
   bool first_in_batch_ = true;
   bool batch_open_ = false;
   std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
-  bool recent_used_ = false;        // slots to clear at FinishEvents
-  std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;  // this record's
+  std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;
+  uint64_t stack_nodes_ = 0;  // of the image so far
   ThreadAllocations* batch_allocations_ = nullptr;  // the current batch's thread's
 };
 

@@ -6,8 +6,9 @@
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
 // there are none yet). Nothing was released before Python support, which is part of 1.0; the
 // instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
-// (kSampling) made it 2.0, back-references in the event batches 3.0. Readers read their own
-// major only.
+// (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
+// relative to the node and back-references that reach into the previous chunk 4.0. Readers read
+// their own major only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -21,7 +22,7 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 3;
+inline constexpr uint16_t kFormatMajor = 4;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 
@@ -118,12 +119,11 @@ inline uint64_t AnnotationFrameIp(Annotation kind, uint32_t value) {
 inline Annotation AnnotationKind(uint64_t ip) { return static_cast<Annotation>((ip >> 32) & 0xff); }
 inline uint32_t AnnotationValue(uint64_t ip) { return static_cast<uint32_t>(ip); }
 // Address coding in event batches (docs/capture-format.md): chain 0 are allocations, which
-// back-references can name; chain 1 are releases, each either such a back-reference (at most
-// kMaxBackReference allocations of its thread back, in the same kEvents record) or, like every
-// allocation, a delta from the previous event's address, taken on addresses rotated right by 4
-// bits, since nearly every block is 16-byte aligned and its low nibble carries nothing.
+// back-references can name; chain 1 are releases, each either such a back-reference (to an
+// allocation of its thread in the same chunk or the chunk before) or, like every allocation, a
+// delta from the previous event's address, taken on addresses rotated right by 4 bits, since
+// nearly every block is 16-byte aligned and its low nibble carries nothing.
 inline int AddressChain(EventKind k) { return HasStack(k) ? 0 : 1; }
-inline constexpr uint64_t kMaxBackReference = uint64_t{1} << 16;
 inline uint64_t RotateAddress(uint64_t a) { return (a >> 4) | (a << 60); }
 inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }
 const char* EventKindName(EventKind kind);
@@ -166,8 +166,10 @@ struct ThreadRecord {
 
 // Node ids are implicit: the n-th kStackNode record of a program image (since its kProcess
 // record) is node n (the root, 0, is never written). A stack id is the id of its innermost node.
+// The file holds n - 1 - parent (0 when the parent is the node just before, as along a new
+// path): the decoded form holds the parent itself.
 struct StackNodeRecord {
-  uint64_t parent = 0;
+  uint64_t parent = 0;  // < the node's own id
   uint64_t ip = 0;  // a return address (or the faulting pc of the innermost frame)
 };
 

@@ -38,7 +38,8 @@ def test_missing_capture(command, tmp_path):
     (b"MLENSCAP" + bytes([99, 0, 0, 0, 0, 0, 0, 0]), "newer than this memlens reads"),
     (b"MLENSCAP" + bytes([1, 0, 0, 0, 0, 0, 0, 0]), "older than this memlens reads"),
     (b"MLENSCAP" + bytes([2, 0, 0, 0, 0, 0, 0, 0]), "older than this memlens reads"),
-    (b"MLENSCAP" + bytes([3, 0, 0, 0, 0, 0, 0, 0]), "holds no recording"),
+    (b"MLENSCAP" + bytes([3, 0, 0, 0, 0, 0, 0, 0]), "older than this memlens reads"),
+    (b"MLENSCAP" + bytes([4, 0, 0, 0, 0, 0, 0, 0]), "holds no recording"),
 ])
 def test_unreadable_captures(tmp_path, content, message):
     path = tmp_path / "bad.mlens"

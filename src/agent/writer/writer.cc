@@ -478,6 +478,7 @@ void Writer::Flush() {
   chunk_.clear();
   compressor_.AppendChunk(meta_, &chunk_);
   WriteAll(chunk_);
+  event_encoder_.NextChunk();  // releases may refer to this chunk's allocations, no further
   meta_.clear();
   events_.clear();
 }

@@ -188,9 +188,10 @@ std::FILE* OpenFollowed(const std::string& path, const std::atomic<int>* state) 
 void ReadMetadataOnly(const std::vector<std::string>& segments, OrderingVisitor* ordering,
                       ReadStatus* status) {
   std::string why;
+  format::DecodeState state;  // stack nodes count on from segment to segment, as from chunk to chunk
   for (const std::string& segment : segments) {
     ordering->StartChunk();
-    if (!format::DecodeRecords(segment, ordering, &why, false)) {
+    if (!format::DecodeRecords(segment, ordering, &why, format::EventDecoding::kSkip, &state)) {
       status->damage = "the snapshot index is damaged: " + why;
       return;
     }
@@ -230,6 +231,7 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
     return false;
   }
   OrderingVisitor ordering(visitor, options);
+  format::DecodeState decode_state;
   ChunkPrefetcher::Item chunk;
   {
     ChunkPrefetcher prefetcher(&chunks);
@@ -242,9 +244,15 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
         break;
       }
       ordering.StartChunk();
-      bool events = !options.wants_events || options.wants_events(chunk.offset);
+      // A chunk's releases may refer to the allocations of the chunk before: a chunk whose
+      // events are not wanted is still decoded for them when the next one's are.
+      auto events = format::EventDecoding::kDeliver;
+      if (options.wants_events && !options.wants_events(chunk.offset)) {
+        events = options.wants_events(chunk.end_offset) ? format::EventDecoding::kAllocations
+                                                        : format::EventDecoding::kSkip;
+      }
       std::string metadata;  // of the records delivered, even when a corrupt one follows them
-      bool decoded = format::DecodeRecords(chunk.payload, &ordering, &why, events,
+      bool decoded = format::DecodeRecords(chunk.payload, &ordering, &why, events, &decode_state,
                                            options.keep_metadata ? &metadata : nullptr);
       if (!metadata.empty()) options.keep_metadata->push_back(std::move(metadata));
       if (!decoded) {
