@@ -82,7 +82,7 @@ class SampledPointers {
   // under that shard's lock.
   static constexpr uint64_t kFilterWordsPerShard = 16;
   static uint64_t FilterWord(uint64_t hash) {
-    return hash % kShards + kShards * ((hash >> 32) % kFilterWordsPerShard);
+    return hash % kShards + kShards * ((hash >> 40) % kFilterWordsPerShard);
   }
   static uint64_t Hash(uint64_t address) {
     uint64_t h = address;
