@@ -73,6 +73,8 @@ COLUMNS = {
                         "default rate"),
     "memlens baseline": ({"native", "python"}, "`memlens run` of the build given with "
                          "--baseline-build-dir: before/after in the same rounds"),
+    "memlens sampled baseline": ({"native", "python"}, "`memlens run --sample` of the build "
+                                 "given with --baseline-build-dir"),
     "heaptrack": ({"native", "python"}, "`heaptrack -o BASE` (Debian's; records malloc & co., "
                   "not Python's own allocator)"),
     "memray": ({"python"}, "`python -m memray run`, default mode (does not record Python's "
@@ -114,6 +116,10 @@ class Setup:
         self.sample_options = sample_options(self.memlens) if self.memlens else None
         if not self.sample_options:
             self.unavailable["memlens sampled"] = "n/a (not built)"
+        self.baseline_sample_options = sample_options(self.baseline) if self.baseline else None
+        if not self.baseline_sample_options:
+            self.unavailable["memlens sampled baseline"] = self.unavailable.get(
+                "memlens baseline", "n/a (not built)")
         if not shutil.which("heaptrack") or not shutil.which("heaptrack_print"):
             self.unavailable["heaptrack"] = "not installed"
         self.py_modules = self.python_modules(install=not args.no_install)
@@ -235,9 +241,11 @@ def command(setup, column, name, argv, capture):
     target = argv if native else [setup.py] + argv
     if column == "unprofiled":
         return target
-    if column in ("memlens", "memlens sampled", "memlens baseline"):
-        memlens = setup.baseline if column == "memlens baseline" else setup.memlens
-        options = setup.sample_options if column == "memlens sampled" else []
+    if column.startswith("memlens"):
+        baseline = column.endswith("baseline")
+        memlens = setup.baseline if baseline else setup.memlens
+        options = ((setup.baseline_sample_options if baseline else setup.sample_options)
+                   if "sampled" in column else [])
         return [str(memlens), "run", "-o", str(capture)] + options + ["--"] + target
     if column == "heaptrack":
         return ["heaptrack", "-o", str(capture)] + target
@@ -282,7 +290,7 @@ def analyze(setup, column, capture, log_text):
         return {"analyze_error": "no capture"}
     r["size"] = capture.stat().st_size
     if column.startswith("memlens"):
-        memlens = str(setup.baseline if column == "memlens baseline" else setup.memlens)
+        memlens = str(setup.baseline if column.endswith("baseline") else setup.memlens)
         rc, r["analyze"], out, err = timed([memlens, "summary", str(capture)])
         # memlens run indexed the capture as it was written, so that summary reads the index's
         # end; the same summary replaying every event is the analyzer's throughput.
@@ -397,7 +405,8 @@ def main():
         p.error(f"unknown workload or column '{bad}'")
     partial = args.only or args.columns or args.quick
     if not args.baseline_build_dir and not args.columns:
-        columns.remove("memlens baseline")  # a column only when asked for
+        columns.remove("memlens baseline")  # columns only when asked for
+        columns.remove("memlens sampled baseline")
     args.columns = ["unprofiled"] + [c for c in COLUMNS if c in columns and c != "unprofiled"]
     output = args.output or (RESULTS / "benchmarks.md" if partial else
                              ROOT / "docs" / "benchmarks.md")

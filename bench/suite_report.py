@@ -7,7 +7,8 @@ import platform
 import statistics
 import subprocess
 
-CAPTURING = ["memlens", "memlens sampled", "memlens baseline", "heaptrack", "memray",
+CAPTURING = ["memlens", "memlens sampled", "memlens baseline",
+             "memlens sampled baseline", "heaptrack", "memray",
              "memray native+py"]
 SAMPLED_BAR = 1.10
 BYTES_BAR = 3.0

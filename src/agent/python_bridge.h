@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define MEMLENS_PYTHON_BRIDGE_VERSION 1
+#define MEMLENS_PYTHON_BRIDGE_VERSION 2
 
 /* Fills frames[0..max) with the calling thread's Python frames, innermost first, as
  * PythonFrameIp values (src/format/records.h); a frame that began a new run of the eval loop
@@ -48,6 +48,18 @@ struct MemlensAgentBridge {
   void (*set_frame_reader)(MemlensPythonFrameReader reader);
   /* One line for the user (prefixed "memlens: ") on stderr. */
   void (*say)(const char* message);
+  /* Nonzero when the process samples (docs/sampling.md); fixed before the bridge is handed
+   * over. Then each wrapper tries the short path first: when the call needs nothing recorded
+   * (an allocation that holds no sample point, the free or realloc of a block that was not
+   * sampled), the agent runs fn(ctx, ...) itself, as inside the agent (nothing it causes is
+   * recorded), and returns 1 with the result in *out; 0 means: take the full path. */
+  int sampling;
+  int (*malloc_unsampled)(void* (*fn)(void*, size_t), void* ctx, size_t size, void** out);
+  int (*calloc_unsampled)(void* (*fn)(void*, size_t, size_t), void* ctx, size_t count,
+                          size_t size, void** out);
+  int (*realloc_unsampled)(void* (*fn)(void*, void*, size_t), void* ctx, void* ptr, size_t size,
+                           void** out);
+  int (*free_unsampled)(void (*fn)(void*, void*), void* ctx, void* ptr);
 };
 
 /* Exported by the hooks library. Returns 0 on success; otherwise it has said why. */

@@ -14,6 +14,7 @@
 
 #include "agent/python_bridge.h"
 #include "agent/recorder/recorder.h"
+#include "agent/recorder/sampler.h"
 
 namespace memlens::agent {
 namespace {
@@ -81,10 +82,48 @@ void BridgeSetReader(MemlensPythonFrameReader reader) {
   g_reader.store(reader, std::memory_order_release);
 }
 
-const MemlensAgentBridge kBridge = {
-    MEMLENS_PYTHON_BRIDGE_VERSION, BridgeEnter,     BridgeLeave,     BridgeRecording, BridgeRecordAlloc,
-    BridgeRecordRelease,           BridgeRegisterCode, BridgeSetRanges, BridgeSetReader,
-    Say};
+// Sampling's short path for the Python wrappers (sampler.h): one call into the agent instead of
+// enter, record and leave.
+int BridgeMallocUnsampled(void* (*fn)(void*, size_t), void* ctx, size_t size, void** out) {
+  return AllocateUnsampled(size, [=] { return fn(ctx, size); }, out);
+}
+
+int BridgeCallocUnsampled(void* (*fn)(void*, size_t, size_t), void* ctx, size_t count,
+                          size_t size, void** out) {
+  size_t total;
+  return !__builtin_mul_overflow(count, size, &total) &&
+         AllocateUnsampled(total, [=] { return fn(ctx, count, size); }, out);
+}
+
+int BridgeReallocUnsampled(void* (*fn)(void*, void*, size_t), void* ctx, void* ptr, size_t size,
+                           void** out) {
+  return (!ptr || !g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(ptr))) &&
+         AllocateUnsampled(size, [=] { return fn(ctx, ptr, size); }, out);
+}
+
+int BridgeFreeUnsampled(void (*fn)(void*, void*), void* ctx, void* ptr) {
+  return ReleaseUnsampled(ptr, [=] { fn(ctx, ptr); });
+}
+
+MemlensAgentBridge MakeBridge() {
+  MemlensAgentBridge bridge = {};
+  bridge.version = MEMLENS_PYTHON_BRIDGE_VERSION;
+  bridge.enter = BridgeEnter;
+  bridge.leave = BridgeLeave;
+  bridge.recording = BridgeRecording;
+  bridge.record_alloc = BridgeRecordAlloc;
+  bridge.record_release = BridgeRecordRelease;
+  bridge.register_code = BridgeRegisterCode;
+  bridge.set_python_ranges = BridgeSetRanges;
+  bridge.set_frame_reader = BridgeSetReader;
+  bridge.say = Say;
+  bridge.sampling = g_sample_rate != 0;  // set by InitializeOnce, before AttachPython
+  bridge.malloc_unsampled = BridgeMallocUnsampled;
+  bridge.calloc_unsampled = BridgeCallocUnsampled;
+  bridge.realloc_unsampled = BridgeReallocUnsampled;
+  bridge.free_unsampled = BridgeFreeUnsampled;
+  return bridge;
+}
 
 std::string OwnFolder() {
   Dl_info info;
@@ -131,7 +170,8 @@ void AttachPython() {
     Say(message.c_str());
     return;
   }
-  attach(&kBridge);
+  static MemlensAgentBridge bridge = MakeBridge();  // read by the hooks library for good
+  attach(&bridge);
 }
 
 const PythonCodeInfo* FindPythonCode(uint64_t id) {

@@ -126,10 +126,16 @@ int ReadFrames(uint64_t* out, int max) {
 
 inline int DomainOf(void* ctx) { return static_cast<int>(reinterpret_cast<intptr_t>(ctx)); }
 
+// In sampling mode each wrapper first offers the call to the agent's short path (python_bridge.h):
+// most calls then end there.
+bool g_sampling = false;
+
 void* Malloc(void* ctx, size_t size) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  void* p;
+  if (g_sampling && g_bridge->malloc_unsampled(real.malloc, real.ctx, size, &p)) return p;
   if (!g_bridge->enter(__builtin_return_address(0))) return real.malloc(real.ctx, size);
-  void* p = real.malloc(real.ctx, size);
+  p = real.malloc(real.ctx, size);
   if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
   g_bridge->leave();
   return p;
@@ -137,8 +143,10 @@ void* Malloc(void* ctx, size_t size) {
 
 void* Calloc(void* ctx, size_t count, size_t size) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  void* p;
+  if (g_sampling && g_bridge->calloc_unsampled(real.calloc, real.ctx, count, size, &p)) return p;
   if (!g_bridge->enter(__builtin_return_address(0))) return real.calloc(real.ctx, count, size);
-  void* p = real.calloc(real.ctx, count, size);
+  p = real.calloc(real.ctx, count, size);
   if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, count * size);
   g_bridge->leave();
   return p;
@@ -147,9 +155,11 @@ void* Calloc(void* ctx, size_t count, size_t size) {
 // As the agent's realloc: the release before the call, the new block after, undone on failure.
 void* Realloc(void* ctx, void* ptr, size_t size) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  void* p;
+  if (g_sampling && g_bridge->realloc_unsampled(real.realloc, real.ctx, ptr, size, &p)) return p;
   if (!g_bridge->enter(__builtin_return_address(0))) return real.realloc(real.ctx, ptr, size);
   if (ptr) g_bridge->record_release(static_cast<uint8_t>(EventKind::kReallocOld), ptr, 0);
-  void* p = real.realloc(real.ctx, ptr, size);
+  p = real.realloc(real.ctx, ptr, size);
   if (p) {
     g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
   } else if (ptr) {
@@ -161,6 +171,7 @@ void* Realloc(void* ctx, void* ptr, size_t size) {
 
 void Free(void* ctx, void* ptr) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  if (ptr && g_sampling && g_bridge->free_unsampled(real.free, real.ctx, ptr)) return;
   if (!ptr || !g_bridge->enter(__builtin_return_address(0))) return real.free(real.ctx, ptr);
   g_bridge->record_release(static_cast<uint8_t>(EventKind::kFree), ptr, 0);
   real.free(real.ctx, ptr);
@@ -231,6 +242,7 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   if (slots == MAP_FAILED) return 1;
   g_code_slots = static_cast<CodeSlot*>(slots);
   g_bridge = bridge;
+  g_sampling = bridge->sampling != 0;
 
   // Where the eval loop is, so the writer can put Python frames in its place.
   uintptr_t hooks_begin, hooks_end, eval_begin = 0, eval_end = 0;

@@ -18,11 +18,14 @@
 #include "agent/agent.h"
 #include "agent/hooks/real_functions.h"
 #include "agent/recorder/recorder.h"
+#include "agent/recorder/sampler.h"
 #include "agent/recorder/unwinder.h"
 
+using memlens::agent::AllocateUnsampled;
 using memlens::agent::HookGuard;
 using memlens::agent::RecordAlloc;
 using memlens::agent::RecordRelease;
+using memlens::agent::ReleaseUnsampled;
 using memlens::format::EventKind;
 namespace real = memlens::agent::real;
 
@@ -57,42 +60,79 @@ void* BootstrapCalloc(size_t n, size_t size) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) void* malloc(size_t size) {
+// malloc, free, calloc and realloc try sampling's short path first (sampler.h): inline, no
+// frame of their own in the common case. The full path is out of line.
+__attribute__((noinline)) static void* MallocFull(const void* caller, size_t size) {
   if (real::Resolving()) return real::BootstrapAlloc(size, 16);
-  if (!Enter()) return real::malloc(size);
+  if (!EnterFrom(caller)) {
+    void* p = real::malloc(size);
+    if (p) memlens::agent::PassOverUnrecorded(size);
+    return p;
+  }
   HookGuard guard;
   void* p = real::malloc(size);
   if (p) RecordAlloc(EventKind::kMalloc, p, size);
   return p;
 }
 
-__attribute__((visibility("default"))) void free(void* ptr) {
-  if (!ptr || real::IsBootstrapPointer(ptr)) return;
-  if (!Enter()) return real::free(ptr);
+__attribute__((visibility("default"))) void* malloc(size_t size) {
+  void* p;
+  if (AllocateUnsampled(size, [size] { return real::malloc(size); }, &p)) return p;
+  return MallocFull(__builtin_return_address(0), size);
+}
+
+__attribute__((noinline)) static void FreeFull(const void* caller, void* ptr) {
+  if (!EnterFrom(caller)) return real::free(ptr);
   HookGuard guard;
   RecordRelease(EventKind::kFree, ptr, 0);  // before the real free: see recorder.h
   real::free(ptr);
 }
 
-__attribute__((visibility("default"))) void* calloc(size_t n, size_t size) {
+__attribute__((visibility("default"))) void free(void* ptr) {
+  if (!ptr || real::IsBootstrapPointer(ptr)) return;
+  if (ReleaseUnsampled(ptr, [ptr] { real::free(ptr); })) return;
+  FreeFull(__builtin_return_address(0), ptr);
+}
+
+__attribute__((noinline)) static void* CallocFull(const void* caller, size_t n, size_t size) {
   if (real::Resolving()) return BootstrapCalloc(n, size);
-  if (!Enter()) return real::calloc(n, size);
+  if (!EnterFrom(caller)) {
+    void* p = real::calloc(n, size);
+    if (p) memlens::agent::PassOverUnrecorded(n * size);
+    return p;
+  }
   HookGuard guard;
   void* p = real::calloc(n, size);
   if (p) RecordAlloc(EventKind::kCalloc, p, n * size);
   return p;
 }
 
+__attribute__((visibility("default"))) void* calloc(size_t n, size_t size) {
+  size_t total;
+  void* p;
+  if (!__builtin_mul_overflow(n, size, &total) &&
+      AllocateUnsampled(total, [n, size] { return real::calloc(n, size); }, &p)) {
+    return p;
+  }
+  return CallocFull(__builtin_return_address(0), n, size);
+}
+
 // realloc is a release (recorded before the call, so the old address cannot be seen reused
 // first) followed by an allocation; a failed realloc leaves the old block alive.
-static void* ReallocCommon(const void* caller, void* ptr, size_t size, EventKind kind,
-                           void* (*call)(void*, size_t, size_t), size_t n) {
-  if (!EnterFrom(caller)) return call(ptr, n, size);
+__attribute__((noinline)) static void* ReallocCommon(const void* caller, void* ptr, size_t size,
+                                                     EventKind kind,
+                                                     void* (*call)(void*, size_t, size_t),
+                                                     size_t n) {
+  size_t total;
+  bool overflow = __builtin_mul_overflow(n, size, &total);
+  if (!EnterFrom(caller)) {
+    void* p = call(ptr, n, size);
+    if (p) memlens::agent::PassOverUnrecorded(total);
+    return p;
+  }
   HookGuard guard;
   if (ptr) RecordRelease(EventKind::kReallocOld, ptr, 0);
   void* p = call(ptr, n, size);
-  size_t total;
-  bool overflow = __builtin_mul_overflow(n, size, &total);
   if (p) {
     RecordAlloc(kind, p, total);
   } else if (ptr && (total != 0 || overflow)) {  // realloc(p, 0) frees; anything else failed
@@ -111,6 +151,13 @@ __attribute__((visibility("default"))) void* realloc(void* ptr, size_t size) {
     // A bootstrap block being grown: move it to a fresh bootstrap block (sizes are tiny).
     void* p = real::BootstrapAlloc(size, 16);
     if (p && ptr) std::memcpy(p, ptr, size);  // the arena is larger than any old block
+    return p;
+  }
+  // Short path: the old block was not sampled (or there is none) and the new one holds no
+  // sample point. A failed realloc then leaves nothing to undo.
+  void* p;
+  if ((!ptr || !memlens::agent::g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(ptr))) &&
+      AllocateUnsampled(size, [ptr, size] { return real::realloc(ptr, size); }, &p)) {
     return p;
   }
   return ReallocCommon(__builtin_return_address(0), ptr, size, EventKind::kRealloc, CallRealloc,

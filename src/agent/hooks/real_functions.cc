@@ -13,17 +13,16 @@ namespace memlens::agent::real {
 MEMLENS_HOOKED_FUNCTIONS(MEMLENS_DEFINE_REAL)
 #undef MEMLENS_DEFINE_REAL
 
+// dlsym's own allocations (an error buffer, a few dozen bytes) come from here; never freed.
+alignas(64) char g_bootstrap_arena[kBootstrapArenaBytes];
+constinit thread_local bool t_resolving = false;
+
 namespace {
 
 std::atomic<int> g_state{0};  // 0 unresolved, 1 resolving, 2 resolved
-// dlsym's own allocations (an error buffer, a few dozen bytes) come from here; never freed.
-alignas(64) char g_arena[64 * 1024];
 std::atomic<size_t> g_arena_used{0};
-thread_local bool t_resolving = false;  // this thread is inside dlsym below
 
 }  // namespace
-
-bool Resolving() { return t_resolving; }
 
 void* BootstrapAlloc(size_t size, size_t alignment) {
   if (alignment < 16) alignment = 16;
@@ -31,15 +30,9 @@ void* BootstrapAlloc(size_t size, size_t alignment) {
   size_t start;
   do {
     start = (used + alignment - 1) & ~(alignment - 1);
-    if (start + size > sizeof g_arena) return nullptr;
+    if (start + size > kBootstrapArenaBytes) return nullptr;
   } while (!g_arena_used.compare_exchange_weak(used, start + size));
-  return g_arena + start;
-}
-
-bool IsBootstrapPointer(const void* ptr) {
-  auto p = reinterpret_cast<uintptr_t>(ptr);
-  auto base = reinterpret_cast<uintptr_t>(g_arena);
-  return p >= base && p < base + sizeof g_arena;
+  return g_bootstrap_arena + start;
 }
 
 void EnsureResolved() {

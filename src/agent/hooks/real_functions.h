@@ -7,6 +7,8 @@
 // Runs on: any thread, from the first interposed call on. EnsureResolved is idempotent.
 #pragma once
 
+#include <cstdint>
+
 #include "agent/hooks/hooked_functions.h"
 
 namespace memlens::agent::real {
@@ -16,8 +18,18 @@ MEMLENS_HOOKED_FUNCTIONS(MEMLENS_DECLARE_REAL)
 #undef MEMLENS_DECLARE_REAL
 
 void EnsureResolved();
-bool Resolving();  // this thread is inside dlsym: allocate from the bootstrap arena
 void* BootstrapAlloc(size_t size, size_t alignment);
-bool IsBootstrapPointer(const void* ptr);
+
+// Inline: every interposed call asks one of these first.
+extern thread_local constinit bool t_resolving;  // this thread is inside dlsym (EnsureResolved)
+inline constexpr size_t kBootstrapArenaBytes = 64 * 1024;
+extern char g_bootstrap_arena[kBootstrapArenaBytes] __attribute__((visibility("hidden")));
+
+// This thread is inside dlsym: allocate from the bootstrap arena.
+inline bool Resolving() { return t_resolving; }
+inline bool IsBootstrapPointer(const void* ptr) {
+  return reinterpret_cast<uintptr_t>(ptr) - reinterpret_cast<uintptr_t>(g_bootstrap_arena) <
+         kBootstrapArenaBytes;
+}
 
 }  // namespace memlens::agent::real

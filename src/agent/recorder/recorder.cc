@@ -20,7 +20,7 @@ extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
 namespace memlens::agent {
 
 std::atomic<int> g_state{kUninitialized};
-thread_local bool t_in_hook = false;
+constinit thread_local bool t_in_hook = false;
 std::atomic<uint64_t> g_seq{0};
 std::atomic<uint64_t> g_writer_rounds{0};
 std::atomic<bool> g_writer_running{false};

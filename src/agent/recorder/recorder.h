@@ -29,7 +29,8 @@ enum AgentState : int {
 };
 
 extern std::atomic<int> g_state;
-extern thread_local bool t_in_hook;  // this thread is inside the agent: don't record
+// This thread is inside the agent: don't record. constinit: read without a TLS wrapper call.
+extern thread_local constinit bool t_in_hook;
 
 // Sets up the recorder (own code range, thread-exit key, unwinder caching). Once, from
 // InitializeOnce.

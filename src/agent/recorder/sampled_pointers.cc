@@ -27,9 +27,9 @@ void Backoff(int attempt) {
 
 // Under the shard lock: the count behind a filter bit, and the bit.
 void SampledPointers::Track(uint64_t hash, int delta) {
-  uint32_t& live = live_[hash % kShards][hash >> 58];
+  uint32_t& live = live_[FilterWord(hash)][hash >> 58];
   live += delta;
-  std::atomic<uint64_t>& word = maybe_[hash % kShards];
+  std::atomic<uint64_t>& word = maybe_[FilterWord(hash)];
   uint64_t bit = uint64_t{1} << (hash >> 58);
   uint64_t bits = word.load(std::memory_order_relaxed);
   word.store(live ? bits | bit : bits & ~bit, std::memory_order_relaxed);
@@ -59,8 +59,6 @@ bool SampledPointers::Lock(Shard& shard, uint32_t* seq) {
     if (!(s & 1) &&
         shard.seq.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
                                         std::memory_order_relaxed)) {
-      // The odd sequence becomes visible before any slot changes (the seqlock writer's side).
-      std::atomic_thread_fence(std::memory_order_release);
       *seq = s + 1;
       return true;
     }
@@ -140,33 +138,10 @@ bool SampledPointers::Insert(uint64_t address, uint64_t size) {
 
 SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) {
   const uint64_t hash = Hash(address);
+  // The filter answers the free of nearly every unsampled block; past it, the block is nearly
+  // always a sampled one, so lock at once (a probe without the lock would be done twice).
   if (!MaybeSampled(address)) return Lookup::kAbsent;
   Shard& shard = shards_[hash % kShards];
-  // Optimistic read: nothing shared is written, so frees of unsampled blocks on many threads
-  // never bounce a cache line between them.
-  bool found = false;
-  for (int attempt = 0;; ++attempt) {
-    if (attempt == kAttempts) return Lookup::kBusy;
-    uint32_t before = shard.seq.load(std::memory_order_acquire);
-    if (before & 1) {
-      Backoff(attempt);
-      continue;
-    }
-    const uint64_t mask = shard.mask.load(std::memory_order_acquire);
-    const Slot* slots = shard.slots.load(std::memory_order_acquire);
-    found = false;
-    uint64_t i = (hash >> 6) & mask;
-    for (uint64_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
-      uint64_t a = slots[i].address.load(std::memory_order_relaxed);
-      if (a == address) found = true;
-      if (a == address || a == 0) break;
-    }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (shard.seq.load(std::memory_order_relaxed) == before) break;
-    Backoff(attempt);
-  }
-  if (!found) return Lookup::kAbsent;
-  // Only the block's owner frees it, so it is still there; remove it under the lock.
   uint32_t seq;
   if (!Lock(shard, &seq)) return Lookup::kBusy;
   const uint64_t mask = shard.mask.load(std::memory_order_relaxed);

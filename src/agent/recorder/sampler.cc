@@ -15,10 +15,9 @@ namespace memlens::agent {
 
 uint64_t g_sample_rate = 0;
 constinit thread_local int64_t t_bytes_to_sample = 0;
+constinit SampledPointers g_sampled;
 
 namespace {
-
-constinit SampledPointers g_sampled;  // constant-initialized: usable at the first malloc
 uint64_t g_seed = 0;
 std::atomic<uint64_t> g_thread_ordinal{0};
 thread_local uint64_t t_rng = 0;  // splitmix64 state; 0: this thread has not drawn yet

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "agent/recorder/recorder.h"
+#include "agent/recorder/sampled_pointers.h"
 #include "format/records.h"
 
 namespace memlens::agent {
@@ -27,6 +29,9 @@ namespace memlens::agent {
 extern uint64_t g_sample_rate;
 // Bytes this thread may still allocate before its next sampled byte (<= 0: not yet drawn).
 extern thread_local constinit int64_t t_bytes_to_sample;  // constinit: no TLS wrapper call
+
+// The live sampled blocks (constant-initialized: usable at the first malloc).
+extern SampledPointers g_sampled;
 
 // Sets the rate and the seed (0: a random one) and maps the table of sampled blocks. Returns
 // false when the table cannot be mapped.
@@ -46,6 +51,61 @@ inline bool ShouldSample(uint64_t size) {
     return false;
   }
   return SampleSlow(size);
+}
+
+// --- the short path (docs/hot-path-rules.md, "Sampling mode's short path") ---
+// The interposers and the Python wrappers try it before anything else. An allocation that holds
+// no sample point and the release of a block that was not sampled need nothing recorded: no
+// re-entrancy or caller check, no call into the recorder. They only count the bytes down (or
+// ask the filter), and run the real call under the guard, so that nothing it causes (an
+// allocator's own mmap) is recorded either.
+
+// True while this process records with sampling. The rate is read first: in full tracing the
+// short path costs one load and a branch.
+inline bool SamplingShortPath() {
+  return g_sample_rate != 0 && g_state.load(std::memory_order_relaxed) == kRecording;
+}
+
+// An allocation of `size` bytes: when the short path applies and no sample point falls in it,
+// runs call() and returns true with its result in *out; false sends the caller to the full
+// path. The countdown only moves when the allocation succeeds, as on the full path (RecordAlloc
+// runs only for a block that was allocated), so both paths see one stream of bytes.
+template <typename Call>
+inline bool AllocateUnsampled(uint64_t size, Call call, void** out) {
+  if (!SamplingShortPath()) return false;
+  if (t_in_hook) {  // nested in the agent: never recorded, and not the program's bytes
+    *out = call();
+    return true;
+  }
+  int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
+  if (__builtin_expect(left <= 0 || size > (uint64_t{1} << 62), 0)) return false;
+  t_in_hook = true;
+  *out = call();
+  t_in_hook = false;
+  if (*out) t_bytes_to_sample = left;
+  return true;
+}
+
+// The release of the block at `address`: when the short path applies and the block certainly
+// was not sampled (the filter's one load), runs call() and returns true.
+template <typename Call>
+inline bool ReleaseUnsampled(const void* address, Call call) {
+  if (!SamplingShortPath() || g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(address))) {
+    return false;
+  }
+  bool nested = t_in_hook;
+  t_in_hook = true;
+  call();
+  t_in_hook = nested;
+  return true;
+}
+
+// An allocation that the full path does not record although the thread is not inside the
+// agent (the agent's own code calling malloc without a guard): its bytes still count, as the
+// short path would have counted them had they held no sample point; otherwise the sample point
+// would slide onto the program's next block.
+inline void PassOverUnrecorded(uint64_t size) {
+  if (SamplingShortPath() && !t_in_hook) ShouldSample(size);
 }
 
 // Called first by RecordAlloc: false when this allocation is left out.
