@@ -90,7 +90,7 @@ TEST(SampledPointers, ManyThreads) {
   using Lookup = SampledPointers::Lookup;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      uint64_t base = (uint64_t{t} + 1) << 40;
+      uint64_t base = (static_cast<uint64_t>(t) + 1) << 40;
       std::vector<bool> inserted(kPerThread);
       uint64_t size;
       auto take_mine = [&](uint64_t i) {
@@ -119,7 +119,9 @@ TEST(SampledPointers, ManyThreads) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(wrong.load(), 0u);
   EXPECT_LT(busy.load(), kThreads * kPerThread / 1000) << "bounded waits gave up too often";
-  if (busy.load() == 0) EXPECT_EQ(set->Count(), 0u);
+  if (busy.load() == 0) {
+    EXPECT_EQ(set->Count(), 0u);
+  }
 }
 
 }  // namespace
