@@ -178,7 +178,21 @@ class Replayer : public format::RecordVisitor {
   AddressMap other_threads_;  // ReplayOptions::thread: live blocks of the threads left out
   AddressMap heap_;
   std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
-  std::vector<StackState> states_;  // by stack id: node ids are dense
+  // Stacks' states, compact: slot_of_[stack id] (node ids are dense; 4 bytes a node) is the
+  // stack's place in states_, 0 for a node no event has named (most are inner nodes).
+  std::vector<uint32_t> slot_of_;
+  std::vector<StackState> states_{1};
+  // Each state with its stack id, by increasing id (the saved state lists them so).
+  template <typename Self, typename F>
+  static void ForEachStateOf(Self& self, F&& f) {
+    for (uint64_t stack = 0; stack < self.slot_of_.size(); ++stack) {
+      if (uint32_t slot = self.slot_of_[stack]) f(stack, self.states_[slot]);
+    }
+  }
+  template <typename F>
+  void ForEachState(F&& f) { ForEachStateOf(*this, f); }
+  template <typename F>
+  void ForEachState(F&& f) const { ForEachStateOf(*this, f); }
   std::unordered_map<uint32_t, LiveBlock> realloc_pending_;  // by thread
   std::unordered_map<uint32_t, LiveBlock> left_out_realloc_;  // by thread
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, Region>>> mremap_pending_;
@@ -228,7 +242,8 @@ void Replayer::StartOver() {
   arenas_ = AddressMap();
   arena_bytes_ = 0;
   mappings_.clear();
-  states_.clear();
+  slot_of_.clear();
+  states_.assign(1, StackState{});
   realloc_pending_.clear();
   mremap_pending_.clear();
   live_bytes_ = live_blocks_ = 0;
@@ -249,7 +264,9 @@ void Replayer::StartOver() {
 }
 
 uint64_t Replayer::ModuleOf(uint64_t ip) const {
-  if (ip == kTruncatedMarkerIp) return 0;
+  if (ip == kTruncatedMarkerIp || format::IsPythonFrameIp(ip) || format::IsAnnotationFrameIp(ip)) {
+    return 0;  // a Python line or an annotation, not an address
+  }
   // The newest mapping wins: an address may have been reused after a dlclose.
   for (auto list : {&loaded_, &unloaded_}) {
     for (auto it = list->rbegin(); it != list->rend(); ++it) {
@@ -263,8 +280,13 @@ uint64_t Replayer::ModuleOf(uint64_t ip) const {
 }
 
 StackState& Replayer::State(uint64_t stack) {
-  if (stack >= states_.size()) states_.resize(std::max<size_t>(stack + 1, states_.size() * 2));
-  return states_[stack];
+  if (stack >= slot_of_.size()) slot_of_.resize(std::max<size_t>(stack + 1, slot_of_.size() * 2));
+  uint32_t& slot = slot_of_[stack];
+  if (slot == 0) {
+    slot = static_cast<uint32_t>(states_.size());
+    states_.emplace_back();
+  }
+  return states_[slot];
 }
 
 void Replayer::Touch(StackState& s) {
@@ -395,11 +417,9 @@ void Replayer::TakeCheckpoint(double seconds, double at_seconds, uint64_t before
   c.at_seconds = at_seconds;
   c.before_seq = before_seq;
   c.heap_bytes = live_bytes_;
-  for (uint64_t stack = 0; stack < states_.size(); ++stack) {
-    if (states_[stack].live_blocks) {
-      c.live[stack] = {states_[stack].live_bytes, WholeBlocks(states_[stack].live_blocks)};
-    }
-  }
+  ForEachState([&c](uint64_t stack, const StackState& s) {
+    if (s.live_blocks) c.live[stack] = {s.live_bytes, WholeBlocks(s.live_blocks)};
+  });
   p_->checkpoints.push_back(std::move(c));
 }
 
@@ -717,15 +737,15 @@ void Replayer::SaveState(std::string* out) const {
   }
   for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, arena_bytes_}) put(v);
   uint64_t touched = 0;
-  for (const StackState& s : states_) touched += s.changed_in_epoch != 0;
+  for (const StackState& s : states_) touched += s.changed_in_epoch != 0;  // [0] never is
   put(touched);
   uint64_t last = 0;
-  for (uint64_t stack = 0; stack < states_.size(); ++stack) {
-    if (states_[stack].changed_in_epoch == 0) continue;  // never allocated or released
+  ForEachState([&](uint64_t stack, const StackState& s) {
+    if (s.changed_in_epoch == 0) return;  // never allocated or released
     put(stack - last);
     last = stack;
-    StateFields(states_[stack], put);
-  }
+    StateFields(s, put);
+  });
   for (const AddressMap* map : {&heap_, &arenas_}) {  // by address, as deltas
     std::vector<std::pair<uint64_t, LiveBlock>> blocks;
     blocks.reserve(map->size());
@@ -840,9 +860,9 @@ void Replayer::Finish() {
   if (options_.address_map) MapAddressSpace();
   p_->snapshot = spec_;
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
-  for (uint64_t stack = 0; stack < states_.size(); ++stack) {
-    StackState& s = states_[stack];
-    if (s.stats.allocations == 0 && s.live_blocks == 0) continue;  // never an allocation site
+  p_->stacks.reserve(states_.size());
+  ForEachState([this](uint64_t stack, StackState& s) {
+    if (s.stats.allocations == 0 && s.live_blocks == 0) return;  // never an allocation site
     if (s.changed_in_epoch < peak_epoch_) {  // unchanged since the last peak
       s.stats.peak_bytes = s.live_bytes;
       s.stats.peak_blocks = s.live_blocks;
@@ -856,7 +876,7 @@ void Replayer::Finish() {
       *count = WholeBlocks(*count);
     }
     p_->stacks[stack] = s.stats;
-  }
+  });
   p_->totals.arena_leaked_bytes = arena_bytes_;
   p_->totals.leaked_bytes = live_bytes_;
   p_->totals.leaked_blocks = live_blocks_;
