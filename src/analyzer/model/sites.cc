@@ -105,22 +105,41 @@ size_t StackResolver::SiteIndex(const Stack& frames) {
   return i;
 }
 
-SourceFrame StackResolver::Site(uint64_t stack_id) {
+StackResolver::PythonSites StackResolver::PythonSitesOf(uint64_t node) {
   const auto& nodes = profile_.nodes;
-  auto python_node = [&](uint64_t id) {
-    return nodes[id].module == 0 && format::IsPythonFrameIp(nodes[id].ip);
-  };
-  Stack frames;  // the frames SiteIndex looks at, innermost first
-  bool python = false;
-  for (uint64_t id = stack_id; id != 0 && id < nodes.size() && !python; id = nodes[id].parent) {
-    python = python_node(id);
+  if (python_sites_.size() != nodes.size()) python_sites_.assign(nodes.size(), PythonSites{});
+  std::vector<uint64_t> path;  // the nodes not worked out yet, innermost first
+  uint64_t id = node;
+  while (id != 0 && id < nodes.size() && python_sites_[id].any == PythonSites::kUnknown) {
+    path.push_back(id);
+    id = nodes[id].parent;
   }
+  PythonSites sites = id != 0 && id < nodes.size() ? python_sites_[id] : PythonSites{0, 0};
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {  // from the outermost down
+    if (nodes[*it].module == 0 && format::IsPythonFrameIp(nodes[*it].ip)) {
+      sites.any = static_cast<uint32_t>(*it);
+      if (!IsPythonLibraryFile(NodeFrames(*it).front().file)) sites.app = sites.any;
+    }
+    python_sites_[*it] = sites;
+  }
+  return sites;
+}
+
+SourceFrame StackResolver::Site(uint64_t stack_id) {
+  // The rule of SiteIndex: the program's own innermost Python line, else the innermost Python
+  // line, else (no Python at all) the first native frame past the allocator.
+  PythonSites python = PythonSitesOf(stack_id);
+  if (python.app) return NodeFrames(python.app).front();
+  if (python.any) return NodeFrames(python.any).front();
+  const auto& nodes = profile_.nodes;
+  const SourceFrame* site = nullptr;
   for (uint64_t id = stack_id; id != 0 && id < nodes.size(); id = nodes[id].parent) {
-    if (python && !python_node(id)) continue;
-    for (const SourceFrame& f : NodeFrames(id)) frames.push_back(&f);
-    if (!python && !IsAllocatorFrame(*frames.back())) break;
+    for (const SourceFrame& f : NodeFrames(id)) {
+      site = &f;
+      if (!IsAllocatorFrame(f)) return f;
+    }
   }
-  return frames.empty() ? SourceFrame{} : *frames[SiteIndex(frames)];
+  return site ? *site : SourceFrame{};  // all allocator frames: the outermost
 }
 
 std::string TypeOf(const Stack& frames) {

@@ -37,7 +37,17 @@ class StackResolver {
   const std::vector<std::string>& warnings() const { return symbolizer_.warnings(); }
 
  private:
+  // Per trie node, the innermost Python node on its path to the root that is the program's
+  // own code, and the innermost Python node at all (0: none; kUnknown: not worked out yet):
+  // stacks share their outer parts, so each node is looked at once.
+  struct PythonSites {
+    static constexpr uint32_t kUnknown = UINT32_MAX;
+    uint32_t app = 0, any = kUnknown;
+  };
+  PythonSites PythonSitesOf(uint64_t node);
+
   const Profile& profile_;
+  std::vector<PythonSites> python_sites_;  // by node id
   Symbolizer symbolizer_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
 };
