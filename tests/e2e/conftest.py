@@ -5,7 +5,9 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -64,3 +66,25 @@ def record(tmp_path):
 def memlens(*args, **kwargs):
     return subprocess.run([str(MEMLENS), *map(str, args)], capture_output=True, text=True,
                           timeout=kwargs.pop("timeout", 120), **kwargs)
+
+
+def record_killed(capture):
+    """Runs wait_for_kill under `memlens run -o capture`, SIGKILLs the program once it has
+    allocated and the writer has flushed, and returns the finished `memlens run` Popen."""
+    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
+                             str(PROGRAMS / "wait_for_kill")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.5)  # the writer flushes at least every 100 ms
+    program = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if cmdline.read().startswith(str(PROGRAMS / "wait_for_kill").encode()):
+                    program.append(int(pid))
+        except OSError:
+            pass  # a process that exited meanwhile
+    assert len(program) == 1
+    os.kill(program[0], signal.SIGKILL)
+    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    return proc

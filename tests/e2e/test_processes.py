@@ -4,7 +4,7 @@ import signal
 import subprocess
 import time
 
-from conftest import MEMLENS, PROGRAMS, Recorded
+from conftest import MEMLENS, PROGRAMS, Recorded, record_killed
 
 
 def test_stdio_arguments_and_exit_status_pass_through(record):
@@ -63,16 +63,7 @@ def test_abort_keeps_the_capture_and_reports_the_signal(record):
 
 def test_sigkill_mid_run_leaves_a_readable_capture(tmp_path):
     capture = tmp_path / "killed.mlens"
-    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
-                             str(PROGRAMS / "wait_for_kill")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "ready\n"
-    time.sleep(0.5)  # the writer flushes at least every 100 ms
-    program = [int(p) for p in os.listdir("/proc") if p.isdigit()
-               and open(f"/proc/{p}/cmdline", "rb").read().startswith(str(PROGRAMS / "wait_for_kill").encode())]
-    assert len(program) == 1
-    os.kill(program[0], signal.SIGKILL)
-    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    proc = record_killed(capture)
     assert "was killed by signal 9" in proc.stderr.read()
     r = Recorded(proc, capture)
     summary = r.analyze("summary")

@@ -3,12 +3,10 @@ it is written): afterwards every view of the whole capture restores the index's 
 replaying, and must answer exactly what a replay answers."""
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
-from conftest import MEMLENS, PROGRAMS, REPO, memlens
+from conftest import MEMLENS, PROGRAMS, REPO, memlens, record_killed
 
 
 def view(*args, index=True):
@@ -71,16 +69,7 @@ def test_a_reused_output_path_is_indexed_for_this_run_only(tmp_path):
 
 def test_a_killed_program_is_indexed_as_far_as_it_got(tmp_path):
     capture = tmp_path / "killed.mlens"
-    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
-                             str(PROGRAMS / "wait_for_kill")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "ready\n"
-    time.sleep(0.5)  # the writer flushes at least every 100 ms
-    program = [int(p) for p in os.listdir("/proc") if p.isdigit()
-               and open(f"/proc/{p}/cmdline", "rb").read().startswith(str(PROGRAMS / "wait_for_kill").encode())]
-    assert len(program) == 1
-    os.kill(program[0], signal.SIGKILL)
-    assert proc.wait(timeout=30) == 128 + signal.SIGKILL
+    record_killed(capture)
     got, from_index = view("summary", capture)
     expected, _ = view("summary", capture, index=False)
     assert got == expected and from_index > 0
