@@ -198,8 +198,7 @@ void CancelIndexing(int) { g_follow.store(analyzer::kReadCancelled); }
 // Whether this run can index its capture as it is written: a regular file (or none yet) at a
 // path the agent uses as it is (a %p or %e pattern is expanded by the agent alone).
 bool CanFollow(const std::string& capture) {
-  const char* env = getenv("MEMLENS_INDEX");
-  if ((env && std::string(env) == "0") || capture.find('%') != std::string::npos) return false;
+  if (analyzer::IndexTurnedOff() || capture.find('%') != std::string::npos) return false;
   struct stat st;
   return stat(capture.c_str(), &st) != 0 || S_ISREG(st.st_mode);
 }
@@ -211,8 +210,8 @@ class CaptureIndexer {
   explicit CaptureIndexer(const std::string& capture)
       : done_(std::async(std::launch::async, [capture] {
           // This thread (and the reader thread it starts) runs only on CPU time nothing else
-          // wants: the program and the agent's writer come first. (nice 19 still took 20% of
-          // deep_stacks' time, in paired runs; SCHED_IDLE nothing measurable.)
+          // wants: the program and the agent's writer come first. (In paired runs indexing
+          // cost deep_stacks about 20% at nice 19, about 8% at SCHED_IDLE.)
           sched_param idle{};
           if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) setpriority(PRIO_PROCESS, 0, 19);
           analyzer::SnapshotIndex index;
@@ -267,6 +266,12 @@ int Run(const RunOptions& options) {
   // Like a shell: the terminal's ^C and ^\ reach the program; memlens waits for it to finish.
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
+  // The capture's path, the same for the child (which names it to the agent) and for us.
+  auto capture_of = [&](pid_t pid) {
+    return output.empty()
+               ? AbsolutePath("memlens-" + Basename(command[0]) + "-" + std::to_string(pid) + ".mlens")
+               : output;
+  };
   // The child waits at this gate until the capture file is ready to be followed.
   int gate[2];
   if (pipe2(gate, O_CLOEXEC) != 0) return Complain(std::string("pipe failed: ") + strerror(errno));
@@ -279,10 +284,7 @@ int Run(const RunOptions& options) {
     close(gate[0]);
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
-    std::string path = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
-                                                      std::to_string(getpid()) + ".mlens")
-                                      : output;
-    setenv("MEMLENS_OUTPUT", path.c_str(), 1);
+    setenv("MEMLENS_OUTPUT", capture_of(getpid()).c_str(), 1);
     if (options.python_frames > 0) {
       setenv("MEMLENS_PYTHON_FRAMES", std::to_string(options.python_frames).c_str(), 1);
     }
@@ -306,9 +308,7 @@ int Run(const RunOptions& options) {
   signal(SIGTERM, ForwardSignal);
   signal(SIGHUP, ForwardSignal);
   close(gate[0]);
-  std::string capture = output.empty() ? AbsolutePath("memlens-" + Basename(command[0]) + "-" +
-                                                      std::to_string(child) + ".mlens")
-                                       : output;
+  std::string capture = capture_of(child);
   // The file is emptied before the agent starts, so what the indexer reads is this run's.
   std::unique_ptr<CaptureIndexer> indexer;
   if (!options.no_index && CanFollow(capture)) {

@@ -1056,12 +1056,9 @@ bool ReplayAll(const std::string& path, SnapshotIndexWriter* writer, Profile* fu
 }
 
 // The index serves a plain replay (no per-thread view, no extra per-moment figures): a
-// snapshot, or the whole capture when the index has its end. MEMLENS_INDEX=0 turns it off (the
-// tests compare both ways).
+// snapshot, or the whole capture when the index has its end.
 bool IndexServes(const ReplayOptions& options) {
-  const char* env = std::getenv("MEMLENS_INDEX");
-  if (env && std::string(env) == "0") return false;
-  return options.thread == 0 && options.heap.empty() && options.checkpoint_seconds.empty() &&
+  return !IndexTurnedOff() && options.thread == 0 && options.heap.empty() && options.checkpoint_seconds.empty() &&
          options.checkpoint_seqs.empty() && !options.stack_size_histograms;
 }
 

@@ -40,7 +40,8 @@ bool IsPythonLibraryFile(const std::string& file) {
 
 }  // namespace
 
-StackResolver::StackResolver(const Profile& profile) : profile_(profile) {
+StackResolver::StackResolver(const Profile& profile)
+    : profile_(profile), python_sites_(profile.nodes.size()) {
   for (const auto& [id, module] : profile.modules) symbolizer_.AddModule(module);
 }
 
@@ -107,7 +108,6 @@ size_t StackResolver::SiteIndex(const Stack& frames) {
 
 StackResolver::PythonSites StackResolver::PythonSitesOf(uint64_t node) {
   const auto& nodes = profile_.nodes;
-  if (python_sites_.size() != nodes.size()) python_sites_.assign(nodes.size(), PythonSites{});
   std::vector<uint64_t> path;  // the nodes not worked out yet, innermost first
   uint64_t id = node;
   while (id != 0 && id < nodes.size() && python_sites_[id].any == PythonSites::kUnknown) {

@@ -47,7 +47,7 @@ class StackResolver {
   PythonSites PythonSitesOf(uint64_t node);
 
   const Profile& profile_;
-  std::vector<PythonSites> python_sites_;  // by node id
+  std::vector<PythonSites> python_sites_;  // by node id (the profile's nodes never change)
   Symbolizer symbolizer_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
 };

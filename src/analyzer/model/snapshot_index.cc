@@ -114,6 +114,11 @@ const IndexCheckpoint* SnapshotIndex::BeforeTime(double seconds) const {
   return best;
 }
 
+bool IndexTurnedOff() {
+  const char* env = std::getenv("MEMLENS_INDEX");
+  return env && std::string(env) == "0";
+}
+
 std::vector<std::string> IndexPathsFor(const std::string& capture_path) {
   std::vector<std::string> paths{capture_path + ".index"};
   std::string cache;

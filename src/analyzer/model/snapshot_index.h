@@ -76,6 +76,9 @@ struct SnapshotIndex {
   const IndexCheckpoint* BeforeTime(double seconds) const;
 };
 
+// MEMLENS_INDEX=0 in the environment: no index is used or built (the tests compare both ways).
+bool IndexTurnedOff();
+
 // Where the index of a capture lives: next to it, or in $XDG_CACHE_HOME/memlens (~/.cache)
 // when the capture's folder is not writable.
 std::vector<std::string> IndexPathsFor(const std::string& capture_path);
