@@ -83,6 +83,7 @@ async function timelineGesture(page, from, to, click) {
   const y = box.y + box.height / 2;
   if (click) {
     await page.mouse.click(x(from), y);
+    await page.waitForSelector('#snapshot-table');  // the first click shows its moment
     await page.mouse.click(x(to), y);
   } else {
     await page.mouse.move(x(from), y);
@@ -91,6 +92,21 @@ async function timelineGesture(page, from, to, click) {
     await page.mouse.move(x(to), y);
     await page.mouse.up();
   }
+}
+
+// The middle of the longest stretch of the timeline with `bytes` in use: a moment inside that
+// phase of the program, however much a loaded machine stretched its phases.
+function plateauMiddle(heap, bytes) {
+  let best = null;
+  for (let i = 0; i < heap.length; ++i) {
+    if (heap[i].bytes !== bytes || (i > 0 && heap[i - 1].bytes === bytes)) continue;
+    let j = i;
+    while (j + 1 < heap.length && heap[j + 1].bytes === bytes) ++j;
+    const end = j + 1 < heap.length ? heap[j + 1].time_s : heap[j].time_s;
+    if (!best || end - heap[i].time_s > best[1] - best[0]) best = [heap[i].time_s, end];
+  }
+  assert.ok(best, `the timeline reaches ${bytes} bytes`);
+  return (best[0] + best[1]) / 2;
 }
 
 async function diffRow(page, fn) {
@@ -135,14 +151,16 @@ test('phases: peak, zoom, search and diff', async () => {
   assert.match(await page.locator('#flame-search-info').textContent(), /20\.00 MiB/);
 
   // Diff between a moment of phase A (10 MiB) and one of phase B (30 MiB): +20 MiB at phase_b.
-  await timelineGesture(page, 0.15, 0.45, false);
+  const { heap } = JSON.parse(memlens('timeline', capture, '--json'));
+  const [inA, inB, afterA] = [10, 30, 20].map((mib) => plateauMiddle(heap, mib * 1048576));
+  await timelineGesture(page, inA, inB, false);
   assert.equal(await diffRow(page, 'phase_b'), '+20.00 MiB');
   assert.equal(await page.locator('#diff-table td.fn', { hasText: /^phase_a$/ }).count(), 0,
     'phase A did not change');
   // The same with two clicks; and from phase B to after phase A was freed.
-  await timelineGesture(page, 0.15, 0.45, true);
+  await timelineGesture(page, inA, inB, true);
   assert.equal(await diffRow(page, 'phase_b'), '+20.00 MiB');
-  await timelineGesture(page, 0.45, 0.75, false);
+  await timelineGesture(page, inB, afterA, false);
   assert.equal(await diffRow(page, 'phase_a'), '-10.00 MiB');
 
   // The other trees and views are there.
