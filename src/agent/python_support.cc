@@ -17,6 +17,9 @@
 #include "agent/recorder/sampler.h"
 
 namespace memlens::agent {
+
+uintptr_t g_eval_begin = 0, g_eval_end = 0;
+
 namespace {
 
 constexpr uint64_t kMaxCodes = uint64_t{1} << 20;
@@ -24,7 +27,6 @@ constexpr uint64_t kMaxCodes = uint64_t{1} << 20;
 std::atomic<PythonCodeInfo*>* g_codes = nullptr;  // by id; mapped once, never freed
 std::atomic<uint64_t> g_next_code{1};
 std::atomic<MemlensPythonFrameReader> g_reader{nullptr};
-uintptr_t g_eval_begin = 0, g_eval_end = 0;
 int g_python_depth = 1 << 30;  // MEMLENS_PYTHON_FRAMES
 
 void Say(const char* message) {
@@ -178,8 +180,6 @@ const PythonCodeInfo* FindPythonCode(uint64_t id) {
   if (!g_codes || id == 0 || id >= kMaxCodes) return nullptr;
   return g_codes[id].load(std::memory_order_acquire);
 }
-
-bool EvalLoopContains(uint64_t ip) { return ip - g_eval_begin < g_eval_end - g_eval_begin; }
 
 int ReadPythonFrames(uint64_t* frames, int max) {
   MemlensPythonFrameReader reader = g_reader.load(std::memory_order_acquire);

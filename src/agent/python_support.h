@@ -23,8 +23,12 @@ struct PythonCodeInfo {
 void AttachPython();
 // The code object registered under id, or nullptr (unknown id).
 const PythonCodeInfo* FindPythonCode(uint64_t id);
-// True when ip lies in the interpreter's eval loop (_PyEval_EvalFrameDefault).
-bool EvalLoopContains(uint64_t ip);
+// The interpreter's eval loop (_PyEval_EvalFrameDefault), [begin, end); empty without Python.
+// Written once by AttachPython, before the first Python frame is recorded.
+extern uintptr_t g_eval_begin, g_eval_end;
+// True when ip lies in the eval loop. Inline: the writer asks it of every native frame of a
+// stack with Python frames.
+inline bool EvalLoopContains(uint64_t ip) { return ip - g_eval_begin < g_eval_end - g_eval_begin; }
 // Reads the calling thread's Python frames (innermost first) when a hooks library is attached,
 // at most max, and at most MEMLENS_PYTHON_FRAMES (read once by AttachPython; default and
 // ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.

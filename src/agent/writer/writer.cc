@@ -95,7 +95,7 @@ class Writer {
   void DrainBuffer(ThreadBuffer* buffer);
   void EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw);
   uint64_t InternStack(ThreadStacks* stacks, const RawEvent& raw);
-  void MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
+  void MergePythonFrames(const std::vector<uint64_t>& native, const uint64_t* python,
                          int python_count);
   void DescribePythonCode(uint64_t id);
   void DescribeString(uint64_t id);
@@ -117,8 +117,7 @@ class Writer {
   format::ChunkCompressor compressor_;
   StackInterner interner_;
   ModuleScanner modules_;
-  std::vector<uint64_t> frames_;
-  std::vector<uint64_t> native_;
+  std::vector<uint64_t> frames_;  // the stack being interned, innermost first
   std::vector<bool> described_codes_;  // kPythonCode records written, by code id
   std::vector<bool> described_strings_;  // kString records written, by string id
   bool failed_ = false;
@@ -281,25 +280,31 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   }
 }
 
-// Merges a record's native and Python frames (both innermost first), appending to frames_: each native
-// frame of the eval loop is replaced by the Python frames it was running, the run of frames
-// up to and including the next "entry" frame. Python frames left over (an unwinder that
-// stopped early) go outermost.
-void Writer::MergePythonFrames(const uint64_t* native, int native_count, const uint64_t* python,
+// Appends to frames_ a record's stack, innermost first: its native frames (given outermost
+// first) with each frame of the eval loop replaced by the Python frames it was running (given
+// innermost first), the run of frames up to and including the next "entry" frame. Python frames
+// left over (an unwinder that stopped early) go outermost. Runs once per event of a Python
+// program, over stacks of dozens of frames: one pass, no reallocation.
+void Writer::MergePythonFrames(const std::vector<uint64_t>& native, const uint64_t* python,
                                int python_count) {
+  const size_t at = frames_.size();
+  frames_.resize(at + native.size() + python_count);  // a merged stack is never longer
+  uint64_t* out = frames_.data() + at;
   int p = 0;
-  for (int i = 0; i < native_count; ++i) {
-    if (p < python_count && EvalLoopContains(native[i])) {
+  for (size_t i = native.size(); i-- > 0;) {
+    const uint64_t ip = native[i];
+    if (p < python_count && EvalLoopContains(ip)) {
       uint64_t frame;
       do {
         frame = python[p++];
-        frames_.push_back(frame & ~MEMLENS_PYTHON_ENTRY_BIT);
+        *out++ = frame & ~MEMLENS_PYTHON_ENTRY_BIT;
       } while (!(frame & MEMLENS_PYTHON_ENTRY_BIT) && p < python_count);
     } else {
-      frames_.push_back(native[i]);
+      *out++ = ip;
     }
   }
-  for (; p < python_count; ++p) frames_.push_back(python[p] & ~MEMLENS_PYTHON_ENTRY_BIT);
+  for (; p < python_count; ++p) *out++ = python[p] & ~MEMLENS_PYTHON_ENTRY_BIT;
+  frames_.resize(out - frames_.data());
 }
 
 // A custom heap's block event (HasAnnotationWord) gets its heap, and its type when it has one,
@@ -349,7 +354,6 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     }
     return id;
   }
-  native_.assign(frames.rbegin(), frames.rend());  // innermost first
   frames_.clear();
   if (annotated) {
     auto heap = static_cast<uint32_t>(annotation >> 32), type = static_cast<uint32_t>(annotation);
@@ -360,9 +364,9 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     }
   }
   if (python > 0) {
-    MergePythonFrames(native_.data(), static_cast<int>(native_.size()), changed + count, python);
+    MergePythonFrames(frames, changed + count, python);
   } else {
-    frames_.insert(frames_.end(), native_.begin(), native_.end());
+    frames_.insert(frames_.end(), frames.rbegin(), frames.rend());
   }
   if (raw.flags & kTruncated) frames_.push_back(kTruncatedMarkerIp);
   if (python > 0 && !annotated) {
