@@ -6,7 +6,7 @@
 //
 // How (docs/unwinding.md has the measurements behind each choice):
 // - Each frame is stepped with a FrameRule (frame_rules.h) read from the code's DWARF CFI and
-//   cached per thread by return address, so libc and libstdc++, built without frame pointers,
+//   cached by return address (per thread, behind one table for the process), so libc and libstdc++, built without frame pointers,
 //   unwind as exactly as code with them. A frame the rules cannot step (a signal trampoline,
 //   code without CFI, a CFA expression) hands the whole stack to libunwind's unw_backtrace.
 // - The thread's previous stack is kept with each frame's stack pointer. The walk stops at the
