@@ -81,41 +81,41 @@ uint64_t CodeId(PyCodeObject* code) {
   }
 }
 
-// Lines by (code, instruction), per thread: CPython finds a line by walking the code's line
-// table from its start, which was over half of the recording time of object-heavy programs.
-// Only interned code objects are cached: they live for ever, so an entry is never stale.
-struct LineCacheEntry {
+// Frames by (code, instruction), per thread: the id of the code (a probe of the 2 MiB code
+// table) and the line (CPython walks the code's line table from its start, which was over half
+// of the recording time of object-heavy programs) are looked up once per call site, not once
+// per frame of every event. Only registered code objects are cached: memlens holds a
+// reference to each, so an entry is never stale.
+struct FrameCacheEntry {
   PyCodeObject* code;
   int instruction;
-  int line;
+  uint64_t frame;  // format::PythonFrameIp(id, line)
 };
-constexpr size_t kLineCacheEntries = 1024;
-thread_local LineCacheEntry* t_line_cache = nullptr;
+constexpr size_t kFrameCacheEntries = 1024;
+thread_local FrameCacheEntry* t_frame_cache = nullptr;
 
-int LineOf(PyCodeObject* code, uint64_t code_id, int instruction) {
-  if (code_id == 0) return InstructionLine(code, instruction);
-  if (!t_line_cache) {  // mapped directly: we are inside an allocation hook
-    void* mem = mmap(nullptr, kLineCacheEntries * sizeof(LineCacheEntry), PROT_READ | PROT_WRITE,
+uint64_t FrameOf(PyCodeObject* code, int instruction) {
+  if (!t_frame_cache) {  // mapped directly: we are inside an allocation hook
+    void* mem = mmap(nullptr, kFrameCacheEntries * sizeof(FrameCacheEntry), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return InstructionLine(code, instruction);
-    t_line_cache = static_cast<LineCacheEntry*>(mem);
+    if (mem != MAP_FAILED) t_frame_cache = static_cast<FrameCacheEntry*>(mem);
   }
   size_t h = (reinterpret_cast<uintptr_t>(code) >> 4) * 31 + static_cast<unsigned>(instruction);
-  LineCacheEntry& entry = t_line_cache[(h ^ (h >> 11)) & (kLineCacheEntries - 1)];
-  if (entry.code != code || entry.instruction != instruction) {
-    entry = {code, instruction, InstructionLine(code, instruction)};
-  }
-  return entry.line;
+  FrameCacheEntry* entry =
+      t_frame_cache ? &t_frame_cache[(h ^ (h >> 11)) & (kFrameCacheEntries - 1)] : nullptr;
+  if (entry && entry->code == code && entry->instruction == instruction) return entry->frame;
+  uint64_t id = CodeId(code);
+  int line = InstructionLine(code, instruction);
+  uint64_t frame = format::PythonFrameIp(id, line > 0 ? line : 0);
+  if (entry && id != 0) *entry = {code, instruction, frame};
+  return frame;
 }
 
 int ReadFrames(uint64_t* out, int max) {
   int n = 0;
   for (InterpreterFrame* f = InnermostFrame(); f && n < max; f = OuterFrame(f)) {
     if (IsIncomplete(f)) continue;
-    PyCodeObject* code = FrameCode(f);
-    uint64_t id = CodeId(code);
-    int line = LineOf(code, id, FrameInstruction(f));
-    uint64_t frame = format::PythonFrameIp(id, line > 0 ? line : 0);
+    uint64_t frame = FrameOf(FrameCode(f), FrameInstruction(f));
     if (IsEntryFrame(f)) frame |= MEMLENS_PYTHON_ENTRY_BIT;
     out[n++] = frame;
   }
