@@ -86,10 +86,12 @@ class Replayer : public format::RecordVisitor {
   void OnModule(const format::ModuleRecord& r) override {
     p_->modules[r.id] = r;
     loaded_.push_back(r.id);
+    IndexLoadedSegments();
   }
   void OnModuleUnload(const format::ModuleUnloadRecord& r) override {
     loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), r.id), loaded_.end());
     unloaded_.push_back(r.id);
+    IndexLoadedSegments();
   }
   // A thread that allocates again after its buffer was retired (in late TLS destructors) gets
   // a second index: count OS threads, not indices.
@@ -164,6 +166,7 @@ class Replayer : public format::RecordVisitor {
   bool LeftOut(const format::Event& e);
   void MapAddressSpace();
   uint64_t ModuleOf(uint64_t ip) const;
+  void IndexLoadedSegments();
   StackState& State(uint64_t stack);
   void Allocate(uint64_t stack, Weight w, uint64_t seq, bool python = false);
   void Release(uint64_t stack, Weight w, bool python = false);
@@ -173,6 +176,13 @@ class Replayer : public format::RecordVisitor {
 
   Profile* p_;
   std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
+  // The loaded modules' segments by start address, for ModuleOf's binary search: a Python
+  // program's capture has millions of stack nodes and its process hundreds of modules. Empty
+  // when two of them overlap (a dlclose the agent missed): then the newest-first scan decides.
+  struct SegmentSpan {
+    uint64_t start, end, module;
+  };
+  std::vector<SegmentSpan> loaded_spans_;
   std::unordered_set<uint64_t> tids_;
   std::vector<uint64_t> tid_of_;  // by thread index
   AddressMap other_threads_;  // ReplayOptions::thread: live blocks of the threads left out
@@ -234,6 +244,7 @@ void Replayer::StartOver() {
   *p_ = std::move(fresh);
   loaded_.clear();
   unloaded_.clear();
+  loaded_spans_.clear();
   tids_.clear();
   tid_of_.clear();
   other_threads_ = AddressMap();
@@ -267,6 +278,11 @@ uint64_t Replayer::ModuleOf(uint64_t ip) const {
   if (ip == kTruncatedMarkerIp || format::IsPythonFrameIp(ip) || format::IsAnnotationFrameIp(ip)) {
     return 0;  // a Python line or an annotation, not an address
   }
+  if (!loaded_spans_.empty()) {
+    auto after = std::upper_bound(loaded_spans_.begin(), loaded_spans_.end(), ip,
+                                  [](uint64_t a, const SegmentSpan& s) { return a < s.start; });
+    if (after != loaded_spans_.begin() && ip < std::prev(after)->end) return std::prev(after)->module;
+  }
   // The newest mapping wins: an address may have been reused after a dlclose.
   for (auto list : {&loaded_, &unloaded_}) {
     for (auto it = list->rbegin(); it != list->rend(); ++it) {
@@ -277,6 +293,23 @@ uint64_t Replayer::ModuleOf(uint64_t ip) const {
     }
   }
   return 0;
+}
+
+void Replayer::IndexLoadedSegments() {
+  loaded_spans_.clear();
+  for (uint64_t id : loaded_) {
+    for (const auto& s : p_->modules.at(id).segments) {
+      if (s.size) loaded_spans_.push_back({s.start, s.start + s.size, id});
+    }
+  }
+  std::sort(loaded_spans_.begin(), loaded_spans_.end(),
+            [](const SegmentSpan& a, const SegmentSpan& b) { return a.start < b.start; });
+  for (size_t i = 1; i < loaded_spans_.size(); ++i) {
+    if (loaded_spans_[i].start < loaded_spans_[i - 1].end) {
+      loaded_spans_.clear();  // overlapping: the scan in ModuleOf, which knows which is newer
+      return;
+    }
+  }
 }
 
 StackState& Replayer::State(uint64_t stack) {
