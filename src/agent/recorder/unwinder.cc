@@ -35,34 +35,38 @@ void* MapRaw(size_t bytes) {
 // code, the same for every thread, and a Python program's stacks pass through more return
 // addresses than a thread's 4096 slots hold (black: 1% of lookups missed them, each a search
 // of .eh_frame_hdr and a run of CFI costing hundreds of nanoseconds). 65536 slots, mapped once
-// and touched as used. Each slot is a small seqlock: `ip` is the return address, or kBusy
-// while one thread writes the rest; a thread that finds a slot busy neither uses nor fills it.
+// and touched as used. Each slot is a seqlock: `seq` is odd while one thread writes the rest,
+// and only grows, so a reader that sees it unchanged around its reads read one whole write. A
+// thread that finds a slot being written neither uses nor fills it: nobody waits.
 struct SharedRuleSlot {
+  std::atomic<uint64_t> seq;
   std::atomic<uint64_t> ip;
   std::atomic<uint64_t> generation;  // g_code_generation when the rule was read
   std::atomic<uint64_t> rule;        // a FrameRule's 8 bytes
 };
 constexpr uint32_t kSharedRuleBits = 16;
-constexpr uint64_t kBusy = ~uint64_t{0};  // never a return address
 SharedRuleSlot* g_shared_rules = nullptr;  // nullptr: not mapped, every miss searches the CFI
 
 FrameRule SharedRule(uint64_t ip, uint32_t generation) {
   if (!g_shared_rules) return FindFrameRule(ip - 1);
   SharedRuleSlot& slot = g_shared_rules[(ip * 0xff51afd7ed558ccdULL) >> (64 - kSharedRuleBits)];
-  uint64_t seen = slot.ip.load(std::memory_order_acquire);
-  if (seen == ip) {
-    uint64_t bits = slot.rule.load(std::memory_order_relaxed);
+  uint64_t seq = slot.seq.load(std::memory_order_acquire);
+  if (!(seq & 1)) {
+    uint64_t slot_ip = slot.ip.load(std::memory_order_relaxed);
     uint64_t read_at = slot.generation.load(std::memory_order_relaxed);
+    uint64_t bits = slot.rule.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (slot.ip.load(std::memory_order_relaxed) == ip && read_at == generation) {  // not rewritten
+    if (slot.seq.load(std::memory_order_relaxed) == seq && slot_ip == ip && read_at == generation) {
       return std::bit_cast<FrameRule>(bits);
     }
   }
   FrameRule rule = FindFrameRule(ip - 1);  // the call instruction, not the one after it
-  if (seen != kBusy && slot.ip.compare_exchange_strong(seen, kBusy, std::memory_order_acquire)) {
-    slot.rule.store(std::bit_cast<uint64_t>(rule), std::memory_order_relaxed);
+  if (!(seq & 1) && slot.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) {
+    std::atomic_thread_fence(std::memory_order_release);  // the odd seq before the new fields
+    slot.ip.store(ip, std::memory_order_relaxed);
     slot.generation.store(generation, std::memory_order_relaxed);
-    slot.ip.store(ip, std::memory_order_release);
+    slot.rule.store(std::bit_cast<uint64_t>(rule), std::memory_order_relaxed);
+    slot.seq.store(seq + 2, std::memory_order_release);
   }
   return rule;
 }
