@@ -133,3 +133,31 @@ def test_exception_between_allocations_and_returned_deep_chains(run):
         (leak,) = [l for l in leaks if l["bytes"] == 3 * size]
         name = "DeepA" if marker == "deep_a" else "DeepB"
         assert ours(leak["stack"]) == [(name, at(marker))] * 21 + [("main", at(main_line))]
+
+
+def test_threads_sharing_the_rule_table_unwind_every_call_site_exactly(record):
+    """6,144 call sites, more than a thread's rule cache holds, walked by 4 threads at once:
+    each leaked stack is exactly Leaf <- Walk at its line <- Worker <- start_thread, 4 blocks
+    of 32 bytes per call site, 1,024 call sites per @walk_K line
+    (tests/programs/many_call_sites.c)."""
+    source = "many_call_sites.c"
+    r = record("many_call_sites", timeout=120)
+    assert r.proc.returncode == 0 and r.proc.stdout == "ok\n", r.proc.stderr
+    report = r.analyze("leaks", "--limit", "100000")
+    walk_lines = {line_of(source, f"walk_{k}"): k for k in range(6)}
+    per_line = dict.fromkeys(walk_lines.values(), 0)
+    for leak in report["leaks"]:
+        frames = [(re.sub(r"\(.*\)$", "", f["function"]), f["line"]) for f in leak["stack"]
+                  if f["file"].endswith("/" + source)]
+        if [f for f, _ in frames] in ([], ["main"]):
+            continue  # the C runtime's own blocks, and stdout's buffer from main's printf
+        assert [f for f, _ in frames] == ["Leaf", "Walk", "Worker"], leak["stack"]
+        assert frames[0][1] == line_of(source, "leaf") and frames[2][1] == line_of(source, "worker")
+        assert frames[1][1] in walk_lines, leak["stack"]
+        assert leak["stack"][3]["function"] == "start_thread", leak["stack"]
+        assert (leak["blocks"], leak["bytes"]) == (4, 128), leak
+        per_line[walk_lines[frames[1][1]]] += 1
+    assert per_line == dict.fromkeys(range(6), 1024)
+    row = r.row_at(source, "leaf")
+    assert (row["allocations"], row["allocated_bytes"], row["leaked_bytes"]) == \
+        (6144 * 8 * 4, 6144 * 8 * 4 * 32, 6144 * 4 * 32)
