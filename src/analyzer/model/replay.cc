@@ -278,13 +278,15 @@ uint64_t Replayer::ModuleOf(uint64_t ip) const {
   if (ip == kTruncatedMarkerIp || format::IsPythonFrameIp(ip) || format::IsAnnotationFrameIp(ip)) {
     return 0;  // a Python line or an annotation, not an address
   }
-  if (!loaded_spans_.empty()) {
+  const bool searched = !loaded_spans_.empty();
+  if (searched) {
     auto after = std::upper_bound(loaded_spans_.begin(), loaded_spans_.end(), ip,
                                   [](uint64_t a, const SegmentSpan& s) { return a < s.start; });
     if (after != loaded_spans_.begin() && ip < std::prev(after)->end) return std::prev(after)->module;
   }
   // The newest mapping wins: an address may have been reused after a dlclose.
   for (auto list : {&loaded_, &unloaded_}) {
+    if (searched && list == &loaded_) continue;  // the search above has answered for them
     for (auto it = list->rbegin(); it != list->rend(); ++it) {
       const auto& m = p_->modules.at(*it);
       for (const auto& s : m.segments) {
