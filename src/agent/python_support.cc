@@ -92,15 +92,12 @@ int BridgeMallocUnsampled(void* (*fn)(void*, size_t), void* ctx, size_t size, vo
 
 int BridgeCallocUnsampled(void* (*fn)(void*, size_t, size_t), void* ctx, size_t count,
                           size_t size, void** out) {
-  size_t total;
-  return !__builtin_mul_overflow(count, size, &total) &&
-         AllocateUnsampled(total, [=] { return fn(ctx, count, size); }, out);
+  return CallocateUnsampled(count, size, [=] { return fn(ctx, count, size); }, out);
 }
 
 int BridgeReallocUnsampled(void* (*fn)(void*, void*, size_t), void* ctx, void* ptr, size_t size,
                            void** out) {
-  return (!ptr || !g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(ptr))) &&
-         AllocateUnsampled(size, [=] { return fn(ctx, ptr, size); }, out);
+  return ReallocateUnsampled(ptr, size, [=] { return fn(ctx, ptr, size); }, out);
 }
 
 int BridgeFreeUnsampled(void (*fn)(void*, void*), void* ctx, void* ptr) {

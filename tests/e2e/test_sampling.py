@@ -2,6 +2,7 @@
 programs with known allocations, against the exact figures and against full tracing of the same
 program; the capture and every view saying that the figures are estimates; frees recorded only
 for sampled blocks; bad rates refused; a Python program."""
+import math
 import os
 import subprocess
 
@@ -205,3 +206,28 @@ def test_python_program_sampled_through_python_m_memlens(tmp_path):
                 tolerance = 3 * (DEFAULT_RATE / exact[key]) ** 0.5
                 assert close(estimate[key], exact[key], tolerance), (marker, key, estimate[key],
                                                                       exact[key])
+
+
+def test_a_realloc_chain_sampled_leaves_only_its_live_blocks(tmp_path):
+    """realloc_chain grows one block from 16 to 4096 bytes, frees another with realloc(q, 0)
+    and keeps a third through a failed realloc. Whichever links of the chain are sampled (12
+    seeds at one byte in 64: from 22% of the 16-byte block to all of the 4096-byte one), a
+    realloc of a sampled block records its release and one of an unsampled block records
+    nothing, so only the two blocks live at exit are leaked, each weighted by its own size."""
+    live = {"grow": 4096, "survivor": 50}
+    first_sampled = []
+    for seed in range(1, 13):
+        r = record(tmp_path, "realloc_chain", "--sample-rate", "64", seed=str(seed),
+                   name=f"seed{seed}")
+        rows = {marker: r.rows_at("realloc_chain.c", marker)
+                for marker in ("first", "grow", "realloc_null", "survivor")}
+        for marker, found in rows.items():
+            leaked = sum(row["leaked_bytes"] for row in found)
+            if marker not in live:
+                assert leaked == 0, (seed, marker, found)
+            elif leaked:  # sampled: its estimate is its size over its sampling probability
+                assert close(leaked, live[marker] / (1 - math.exp(-live[marker] / 64)), 0.01), \
+                    (seed, marker, leaked)
+        assert sum(row["leaked_bytes"] for row in rows["grow"]) > 0, seed  # p(4096) = 1 - e^-64
+        first_sampled.append(bool(rows["first"]))
+    assert any(first_sampled) and not all(first_sampled), first_sampled

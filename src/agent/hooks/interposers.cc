@@ -22,8 +22,10 @@
 #include "agent/recorder/unwinder.h"
 
 using memlens::agent::AllocateUnsampled;
+using memlens::agent::CallocateUnsampled;
 using memlens::agent::HookGuard;
 using memlens::agent::RecordAlloc;
+using memlens::agent::ReallocateUnsampled;
 using memlens::agent::RecordRelease;
 using memlens::agent::ReleaseUnsampled;
 using memlens::format::EventKind;
@@ -108,12 +110,8 @@ __attribute__((noinline)) static void* CallocFull(const void* caller, size_t n, 
 }
 
 __attribute__((visibility("default"))) void* calloc(size_t n, size_t size) {
-  size_t total;
   void* p;
-  if (!__builtin_mul_overflow(n, size, &total) &&
-      AllocateUnsampled(total, [n, size] { return real::calloc(n, size); }, &p)) {
-    return p;
-  }
+  if (CallocateUnsampled(n, size, [n, size] { return real::calloc(n, size); }, &p)) return p;
   return CallocFull(__builtin_return_address(0), n, size);
 }
 
@@ -153,11 +151,8 @@ __attribute__((visibility("default"))) void* realloc(void* ptr, size_t size) {
     if (p && ptr) std::memcpy(p, ptr, size);  // the arena is larger than any old block
     return p;
   }
-  // Short path: the old block was not sampled (or there is none) and the new one holds no
-  // sample point. A failed realloc then leaves nothing to undo.
   void* p;
-  if ((!ptr || !memlens::agent::g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(ptr))) &&
-      AllocateUnsampled(size, [ptr, size] { return real::realloc(ptr, size); }, &p)) {
+  if (ReallocateUnsampled(ptr, size, [ptr, size] { return real::realloc(ptr, size); }, &p)) {
     return p;
   }
   return ReallocCommon(__builtin_return_address(0), ptr, size, EventKind::kRealloc, CallRealloc,

@@ -70,9 +70,9 @@ inline bool SamplingShortPath() {
 // runs call() and returns true with its result in *out; false sends the caller to the full
 // path. The countdown only moves when the allocation succeeds, as on the full path (RecordAlloc
 // runs only for a block that was allocated), so both paths see one stream of bytes.
+// AllocateUnsampledWhileSampling is its body, for callers that have asked SamplingShortPath().
 template <typename Call>
-inline bool AllocateUnsampled(uint64_t size, Call call, void** out) {
-  if (!SamplingShortPath()) return false;
+inline bool AllocateUnsampledWhileSampling(uint64_t size, Call call, void** out) {
   if (t_in_hook) {  // nested in the agent: never recorded, and not the program's bytes
     *out = call();
     return true;
@@ -84,6 +84,30 @@ inline bool AllocateUnsampled(uint64_t size, Call call, void** out) {
   t_in_hook = false;
   if (*out) t_bytes_to_sample = left;
   return true;
+}
+
+template <typename Call>
+inline bool AllocateUnsampled(uint64_t size, Call call, void** out) {
+  return SamplingShortPath() && AllocateUnsampledWhileSampling(size, call, out);
+}
+
+// calloc(count, size): the same, for count * size bytes (an overflowing product is the full
+// path's to refuse).
+template <typename Call>
+inline bool CallocateUnsampled(uint64_t count, uint64_t size, Call call, void** out) {
+  uint64_t total;
+  return SamplingShortPath() && !__builtin_mul_overflow(count, size, &total) &&
+         AllocateUnsampledWhileSampling(total, call, out);
+}
+
+// realloc(old, size): when the old block, if any, certainly was not sampled and the new one
+// holds no sample point. A failed realloc then leaves nothing to undo. In full tracing it
+// costs what AllocateUnsampled does: the filter is not asked.
+template <typename Call>
+inline bool ReallocateUnsampled(const void* old, uint64_t size, Call call, void** out) {
+  return SamplingShortPath() &&
+         (!old || !g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(old))) &&
+         AllocateUnsampledWhileSampling(size, call, out);
 }
 
 // The release of the block at `address`: when the short path applies and the block certainly
