@@ -25,14 +25,30 @@ void Backoff(int attempt) {
 
 }  // namespace
 
-// Under the shard lock: the count behind a filter bit, and the bit.
-void SampledPointers::Track(uint64_t hash, int delta) {
-  uint32_t& live = live_[FilterWord(hash)][hash >> 58];
-  live += delta;
+// Under the shard lock.
+void SampledPointers::SetFilterBit(uint64_t hash) {
   std::atomic<uint64_t>& word = maybe_[FilterWord(hash)];
-  uint64_t bit = uint64_t{1} << (hash >> 58);
-  uint64_t bits = word.load(std::memory_order_relaxed);
-  word.store(live ? bits | bit : bits & ~bit, std::memory_order_relaxed);
+  word.store(word.load(std::memory_order_relaxed) | uint64_t{1} << (hash >> 58),
+             std::memory_order_relaxed);
+}
+
+// Under the shard lock: the shard's filter words again from its live entries, each stored
+// once, so a reader sees the bit of every live block set before and after.
+void SampledPointers::RebuildFilter(uint64_t shard_index) {
+  Shard& shard = shards_[shard_index];
+  uint64_t words[kFilterWordsPerShard] = {};
+  const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
+  const Slot* slots = shard.slots.load(std::memory_order_relaxed);
+  for (uint64_t i = 0; i <= mask; ++i) {
+    uint64_t a = slots[i].address.load(std::memory_order_relaxed);
+    if (a == 0) continue;
+    uint64_t hash = Hash(a);
+    words[(FilterWord(hash) - shard_index) / kShards] |= uint64_t{1} << (hash >> 58);
+  }
+  for (uint64_t w = 0; w < kFilterWordsPerShard; ++w) {
+    maybe_[shard_index + kShards * w].store(words[w], std::memory_order_relaxed);
+  }
+  shard.stale = 0;
 }
 
 SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
@@ -130,7 +146,7 @@ bool SampledPointers::Insert(uint64_t address, uint64_t size) {
   if (Place(shard.slots.load(std::memory_order_relaxed), shard.mask.load(std::memory_order_relaxed),
             address, size, hash)) {
     ++shard.used;
-    Track(hash, +1);
+    SetFilterBit(hash);
   }
   Unlock(shard, seq);
   return true;
@@ -155,7 +171,7 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
       *size = slots[i].size.load(std::memory_order_relaxed);
       EraseAt(slots, mask, i);
       --shard.used;
-      Track(hash, -1);
+      if (++shard.stale > shard.used) RebuildFilter(hash % kShards);
       result = Lookup::kTaken;
       break;
     }

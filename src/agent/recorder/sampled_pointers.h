@@ -12,12 +12,16 @@
 // leave no tombstones and probe runs stay short however long the program runs.
 //
 // In front of the tables, a filter of 1,024 bits per shard (8 KiB in all, so it stays in the
-// first-level cache): a bit is set while some sampled block whose address hashes to it is
-// live. The free of an unsampled block finds its bit clear and stops there, after one load,
-// unless a live sampled block shares its bit: with L sampled blocks live, a fraction of about
-// L/65,536 of the other frees probe a table for nothing (0.4% at the 250 of the churn
-// benchmark, whose 8 MiB heap has some 250 at the default rate).
-//
+// first-level cache): a bit is set when a sampled block whose address hashes to it is inserted.
+// The free of an unsampled block finds its bit clear and stops there, after one load, unless a
+// live sampled block shares its bit: with L sampled blocks live, a fraction of about L/65,536 of
+// the other frees probe a table for nothing (0.4% at the 250 of the churn benchmark, whose
+// 8 MiB heap has some 250 at the default rate). A removal leaves its bit set (stale): no count
+// per bit is kept, because such an array (256 KiB) missed the cache on every sampled
+// allocation and free. Once a shard has more stale removals than live entries, its bits are
+// recomputed from its table, so stale bits at most double the false "maybe"s and the rebuilds
+// cost at most a few slot reads per removal.
+
 // Concurrency: each shard has a lock word (odd while held), taken with a bounded try-lock by
 // the rare calls that get past the filter: a sampled allocation, the free of a sampled block (or
 // of one whose filter bit a sampled block shares). The common question, "is this pointer
@@ -72,6 +76,7 @@ class SampledPointers {
   // 32 bytes, two shards per cache line. Every field is read and written under the lock.
   struct Shard {
     std::atomic<uint32_t> seq{0};  // odd: held
+    uint32_t stale = 0;  // removals since the shard's filter bits were last recomputed
     std::atomic<uint64_t> mask{0};  // slots - 1
     std::atomic<Slot*> slots{nullptr};
     uint64_t used = 0;  // under the lock only
@@ -91,7 +96,8 @@ class SampledPointers {
     h ^= h >> 32;
     return h;
   }
-  void Track(uint64_t hash, int delta);  // the count and filter bit of a block, +1 or -1
+  void SetFilterBit(uint64_t hash);
+  void RebuildFilter(uint64_t shard_index);  // under the shard's lock
   static Slot* MapSlots(uint64_t count);
   bool Lock(Shard& shard, uint32_t* seq);
   static void Unlock(Shard& shard, uint32_t seq);
@@ -103,9 +109,9 @@ class SampledPointers {
   // The filter: bit (hash >> 58) of word FilterWord(hash), written only under the lock of
   // shard hash % kShards. Why it may be read without the lock: a freeing thread got its block's
   // address through the program's own synchronization after the allocating thread set the
-  // bit, so a clear bit means its block is not in the set.
+  // bit, and a rebuild stores each word whole with the bits of every live block set, so a
+  // clear bit means its block is not in the set.
   alignas(64) std::atomic<uint64_t> maybe_[kShards * kFilterWordsPerShard] = {};
-  uint32_t live_[kShards * kFilterWordsPerShard][64] = {};  // sampled blocks per filter bit
 };
 
 }  // namespace memlens::agent
