@@ -224,6 +224,7 @@ void InitializeOnce() {
   // Sampling is set before the first event, and never changes: every event of the image is
   // under the same rule, which the writer states in the capture (kSampling).
   g_sampler_failed = rate != 0 && !ConfigureSampling(rate, seed);
+  g_direct_short_path = rate != 0 && !g_sampler_failed && real::AllocatorIsLibc();
   t_in_hook = false;
   if (g_sampler_failed) {
     g_state.store(kPassive);

@@ -21,13 +21,12 @@
 #include "agent/recorder/sampler.h"
 #include "agent/recorder/unwinder.h"
 
-using memlens::agent::AllocateUnsampled;
-using memlens::agent::CallocateUnsampled;
+using memlens::agent::g_direct_short_path;
 using memlens::agent::HookGuard;
+using memlens::agent::PassesUnsampled;
 using memlens::agent::RecordAlloc;
-using memlens::agent::ReallocateUnsampled;
 using memlens::agent::RecordRelease;
-using memlens::agent::ReleaseUnsampled;
+using memlens::agent::ReleasesUnsampled;
 using memlens::format::EventKind;
 namespace real = memlens::agent::real;
 
@@ -62,8 +61,9 @@ void* BootstrapCalloc(size_t n, size_t size) {
 
 extern "C" {
 
-// malloc, free, calloc and realloc try sampling's short path first (sampler.h): inline, no
-// frame of their own in the common case. The full path is out of line.
+// malloc, free, calloc and realloc try sampling's direct path first (sampler.h): inline, a
+// jump to the real function with no frame of their own in the common case. The full path is out
+// of line.
 __attribute__((noinline)) static void* MallocFull(const void* caller, size_t size) {
   if (real::Resolving()) return real::BootstrapAlloc(size, 16);
   if (!EnterFrom(caller)) {
@@ -78,8 +78,7 @@ __attribute__((noinline)) static void* MallocFull(const void* caller, size_t siz
 }
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {
-  void* p;
-  if (AllocateUnsampled(size, [size] { return real::malloc(size); }, &p)) return p;
+  if (g_direct_short_path && PassesUnsampled(size)) return real::malloc(size);
   return MallocFull(__builtin_return_address(0), size);
 }
 
@@ -92,7 +91,7 @@ __attribute__((noinline)) static void FreeFull(const void* caller, void* ptr) {
 
 __attribute__((visibility("default"))) void free(void* ptr) {
   if (!ptr || real::IsBootstrapPointer(ptr)) return;
-  if (ReleaseUnsampled(ptr, [ptr] { real::free(ptr); })) return;
+  if (g_direct_short_path && ReleasesUnsampled(ptr)) return real::free(ptr);
   FreeFull(__builtin_return_address(0), ptr);
 }
 
@@ -110,8 +109,10 @@ __attribute__((noinline)) static void* CallocFull(const void* caller, size_t n, 
 }
 
 __attribute__((visibility("default"))) void* calloc(size_t n, size_t size) {
-  void* p;
-  if (CallocateUnsampled(n, size, [n, size] { return real::calloc(n, size); }, &p)) return p;
+  size_t total;
+  if (g_direct_short_path && !__builtin_mul_overflow(n, size, &total) && PassesUnsampled(total)) {
+    return real::calloc(n, size);  // an overflowing product is the full path's to refuse
+  }
   return CallocFull(__builtin_return_address(0), n, size);
 }
 
@@ -151,9 +152,8 @@ __attribute__((visibility("default"))) void* realloc(void* ptr, size_t size) {
     if (p && ptr) std::memcpy(p, ptr, size);  // the arena is larger than any old block
     return p;
   }
-  void* p;
-  if (ReallocateUnsampled(ptr, size, [ptr, size] { return real::realloc(ptr, size); }, &p)) {
-    return p;
+  if (g_direct_short_path && (!ptr || ReleasesUnsampled(ptr)) && PassesUnsampled(size)) {
+    return real::realloc(ptr, size);  // an unsampled block, replaced by one with no sample point
   }
   return ReallocCommon(__builtin_return_address(0), ptr, size, EventKind::kRealloc, CallRealloc,
                        1);

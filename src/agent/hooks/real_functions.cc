@@ -22,7 +22,20 @@ namespace {
 std::atomic<int> g_state{0};  // 0 unresolved, 1 resolving, 2 resolved
 std::atomic<size_t> g_arena_used{0};
 
+bool SameObject(const void* a, const void* b) {
+  Dl_info x, y;
+  return dladdr(a, &x) && dladdr(b, &y) && x.dli_fbase == y.dli_fbase;
+}
+
 }  // namespace
+
+bool AllocatorIsLibc() {
+  const void* libc = reinterpret_cast<const void*>(mmap);
+  return SameObject(reinterpret_cast<const void*>(malloc), libc) &&
+         SameObject(reinterpret_cast<const void*>(free), libc) &&
+         SameObject(reinterpret_cast<const void*>(calloc), libc) &&
+         SameObject(reinterpret_cast<const void*>(realloc), libc);
+}
 
 void* BootstrapAlloc(size_t size, size_t alignment) {
   if (alignment < 16) alignment = 16;

@@ -18,6 +18,11 @@ MEMLENS_HOOKED_FUNCTIONS(MEMLENS_DECLARE_REAL)
 #undef MEMLENS_DECLARE_REAL
 
 void EnsureResolved();
+
+// True when the real malloc, free, calloc and realloc are defined in the object that defines
+// the real mmap: the C library's allocator, whose own work calls none of our hooks. False when
+// the program brings its own allocator or one is preloaded after us. After EnsureResolved.
+bool AllocatorIsLibc();
 void* BootstrapAlloc(size_t size, size_t alignment);
 
 // Inline: every interposed call asks one of these first.

@@ -54,7 +54,7 @@ inline bool ShouldSample(uint64_t size) {
 }
 
 // --- the short path (docs/hot-path-rules.md, "Sampling mode's short path") ---
-// The interposers and the Python wrappers try it before anything else. An allocation that holds
+// The Python wrappers try it before anything else (the interposers have a shorter one, below). An allocation that holds
 // no sample point and the release of a block that was not sampled need nothing recorded: no
 // re-entrancy or caller check, no call into the recorder. They only count the bytes down (or
 // ask the filter), and run the real call under the guard, so that nothing it causes (an
@@ -122,6 +122,32 @@ inline bool ReleaseUnsampled(const void* address, Call call) {
   call();
   t_in_hook = nested;
   return true;
+}
+
+// --- the interposers' direct path ---
+// Set once, before recording, when sampling and the real allocator is the C library's: its own
+// work reaches none of our hooks (it maps memory with its internal mmap, not the exported one),
+// so an unsampled malloc, calloc, realloc or free needs no guard either, and the interposer
+// jumps straight to the real function after a few instructions, with no frame of its own. With
+// another allocator behind us (one the program links, or preloads after us), whatever it calls
+// could be recorded, so the interposers take the full path, which guards it.
+extern bool g_direct_short_path;
+
+// On the direct path: true when an allocation of `size` bytes is not to be recorded, because it
+// holds no sample point (its bytes are counted down here, before the call: a failed
+// allocation's bytes count too, which biases nothing, sample points being memoryless) or the
+// thread is inside the agent.
+inline bool PassesUnsampled(uint64_t size) {
+  if (t_in_hook) return true;
+  int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
+  if (__builtin_expect(left <= 0 || size > (uint64_t{1} << 62), 0)) return false;
+  t_bytes_to_sample = left;
+  return true;
+}
+
+// On the direct path: true when the block at `address` certainly was not sampled.
+inline bool ReleasesUnsampled(const void* address) {
+  return !g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(address));
 }
 
 // An allocation that the full path does not record although the thread is not inside the
