@@ -25,9 +25,11 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -97,8 +99,8 @@ std::string FindAgent() {
   return Dirname(Dirname(exe)) + "/lib/libmemlens.so";
 }
 
-// The program as execvp would find it, or an error message.
-bool ResolveProgram(const std::string& name, std::string* error) {
+// The program as execvp would find it (its path in *found), or an error message.
+bool ResolveProgram(const std::string& name, std::string* found, std::string* error) {
   auto check = [&](const std::string& path) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) return ENOENT;
@@ -109,6 +111,7 @@ bool ResolveProgram(const std::string& name, std::string* error) {
   if (name.find('/') != std::string::npos) {
     int rc = check(name);
     if (rc) *error = "cannot run '" + name + "': " + strerror(rc);
+    *found = name;
     return rc == 0;
   }
   const char* path_env = getenv("PATH");
@@ -117,7 +120,8 @@ bool ResolveProgram(const std::string& name, std::string* error) {
     size_t end = path.find(':', start);
     if (end == std::string::npos) end = path.size();
     std::string dir = path.substr(start, end - start);
-    if (check((dir.empty() ? "." : dir) + "/" + name) == 0) return true;
+    *found = (dir.empty() ? "." : dir) + "/" + name;
+    if (check(*found) == 0) return true;
     start = end + 1;
   }
   *error = "cannot run '" + name + "': command not found in PATH";
@@ -159,15 +163,39 @@ std::string OutputOf(const std::vector<std::string>& argv) {
   return out;
 }
 
+// "3.11" when the file at path, its links followed, is named python3.11 (as Debian, pyenv,
+// venv and conda install an interpreter, python3 being a link to it); "" otherwise.
+std::string VersionInName(const std::string& path) {
+  char real[PATH_MAX];
+  if (!realpath(path.c_str(), real)) return "";
+  std::string name = Basename(real);
+  if (name.rfind("python", 0) != 0) return "";
+  std::string version = name.substr(6);
+  size_t dot = version.find('.');
+  auto digits = [](const std::string& text) {
+    return !text.empty() && text.size() <= 3 &&
+           text.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dot == std::string::npos || !digits(version.substr(0, dot)) ||
+      !digits(version.substr(dot + 1))) {
+    return "";
+  }
+  return version;
+}
+
 // A Python interpreter is recorded with its Python frames only where this memlens has hooks for
 // its version (libmemlens_python<major>.<minor>.so next to the agent); any other is refused
 // rather than read wrongly.
-bool CheckPython(const std::string& program, const std::string& agent, std::string* error) {
+bool CheckPython(const std::string& program, const std::string& path, const std::string& agent,
+                 std::string* error) {
   if (Basename(program).rfind("python", 0) != 0) return true;
-  // -I -S: no site import, no environment: the version in a tenth of a full start-up, which
-  // every `memlens run` of a Python program would otherwise pay on top of the program's own.
-  std::string version =
-      OutputOf({program, "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"});
+  std::string version = VersionInName(path);
+  if (version.empty()) {
+    // -I -S: no site import, no environment: the version in a tenth of a full start-up, which
+    // is still 30 ms on top of the program's own.
+    version =
+        OutputOf({program, "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"});
+  }
   while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
   if (version.empty()) return true;  // not an interpreter after all: run it as it is
   std::string hooks = Dirname(agent) + "/libmemlens_python" + version + ".so";
@@ -203,6 +231,32 @@ bool CanFollow(const std::string& capture) {
   return stat(capture.c_str(), &st) != 0 || S_ISREG(st.st_mode);
 }
 
+// A capture smaller than this is not indexed while it is written: views replay it whole in
+// under a second, while indexing it costs a short run most of its time (py_numpy: 0.12 of its
+// 1.2x, the replay at the exit included). MEMLENS_INDEX_MIN_BYTES overrides (the tests: 0).
+constexpr uint64_t kIndexFromBytes = 8 << 20;
+
+uint64_t IndexFromBytes() {
+  const char* env = getenv("MEMLENS_INDEX_MIN_BYTES");
+  return env && *env ? strtoull(env, nullptr, 10) : kIndexFromBytes;
+}
+
+std::mutex g_exit_mutex;
+std::condition_variable g_exited;  // notified when g_follow leaves kWriterRunning
+
+// Waits until the capture holds `bytes` (true), or the program is gone with less (false).
+bool GrowsPast(const std::string& capture, uint64_t bytes) {
+  for (;;) {
+    int follow = g_follow.load();  // read before the size: a done writer wrote its last byte
+    struct stat st;
+    if (stat(capture.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes) return true;
+    if (follow != analyzer::kWriterRunning) return false;
+    std::unique_lock<std::mutex> lock(g_exit_mutex);
+    g_exited.wait_for(lock, std::chrono::milliseconds(20),
+                      [] { return g_follow.load() != analyzer::kWriterRunning; });
+  }
+}
+
 // Builds the capture's index on a thread of its own, reading the capture as the agent writes
 // it; Finish waits for it once the program has exited.
 class CaptureIndexer {
@@ -214,6 +268,7 @@ class CaptureIndexer {
           // cost deep_stacks about 20% at nice 19, about 8% at SCHED_IDLE.)
           sched_param idle{};
           if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) setpriority(PRIO_PROCESS, 0, 19);
+          if (!GrowsPast(capture, IndexFromBytes())) return false;
           analyzer::SnapshotIndex index;
           std::string error;
           try {  // no index is no harm: views replay instead
@@ -226,7 +281,11 @@ class CaptureIndexer {
   // The program is gone: the capture is complete. A replay that lags behind it says so after
   // a second, and ^C skips it (the capture is whole either way; views replay without index).
   void Finish() {
-    g_follow.store(analyzer::kWriterDone);
+    {
+      std::lock_guard<std::mutex> lock(g_exit_mutex);
+      g_follow.store(analyzer::kWriterDone);
+    }
+    g_exited.notify_all();
     if (done_.wait_for(std::chrono::seconds(1)) == std::future_status::timeout) {
       signal(SIGINT, CancelIndexing);
       std::cerr << "memlens: indexing the capture for fast analysis (Ctrl-C skips it)...\n";
@@ -243,12 +302,13 @@ int Run(const RunOptions& options) {
   if (!command.empty() && command[0] == "--") command.erase(command.begin());
   if (command.empty()) return Complain("run: no program given (usage: memlens run [-o FILE] -- PROGRAM [ARGS...])");
   std::string error;
-  if (!ResolveProgram(command[0], &error)) return Complain(error);
+  std::string program_path;
+  if (!ResolveProgram(command[0], &program_path, &error)) return Complain(error);
   std::string agent = FindAgent();
   if (access(agent.c_str(), R_OK) != 0) {
     return Complain("cannot find the agent library at '" + agent + "' (set MEMLENS_AGENT)");
   }
-  if (!CheckPython(command[0], agent, &error)) return Complain(error);
+  if (!CheckPython(command[0], program_path, agent, &error)) return Complain(error);
   uint64_t sample_rate = options.sample ? kDefaultSampleRate : 0;
   if (!options.sample_rate.empty() && !ParseBytes(options.sample_rate, &sample_rate)) {
     return Complain("--sample-rate '" + options.sample_rate +
@@ -364,10 +424,10 @@ Command AddRunCommand(CLI::App* app) {
                   "the environment makes the samples reproducible")
       ->type_name("BYTES");
   cmd->add_flag("--no-index", options->no_index,
-                "do not index the capture while the program runs. By default a low-priority\n"
-                "thread replays the capture as it is written and stores its snapshot index\n"
-                "(CAPTURE.index), so that later views start from it instead of replaying the\n"
-                "whole capture (docs/snapshot-index.md)");
+                "do not index the capture while the program runs. By default, once the\n"
+                "capture holds 8 MiB, a low-priority thread replays it as it is written and\n"
+                "stores its snapshot index (CAPTURE.index), so that later views start from it\n"
+                "instead of replaying the whole capture (docs/snapshot-index.md)");
   cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")
       ->required();
   cmd->prefix_command();

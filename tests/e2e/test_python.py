@@ -199,6 +199,20 @@ def test_unsupported_interpreter_is_refused():
     assert "is not supported" in proc.stderr and "3.11" in proc.stderr
 
 
+def test_interpreter_version_is_read_from_its_name_without_starting_it(tmp_path):
+    """`memlens run` knows python3 -> python3.11 from the link's target name; starting the
+    interpreter to ask it would add a start-up to every run. A file named python3.99 is
+    refused before it runs: it would print "ran" if it did."""
+    fake = tmp_path / "python3.99"
+    fake.write_text("#!/bin/sh\necho ran\n")
+    fake.chmod(0o755)
+    link = tmp_path / "python3"
+    link.symlink_to(fake)
+    proc = memlens("run", "--", str(link), "-c", "pass")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert "Python 3.99 is not supported" in proc.stderr
+
+
 def test_non_ascii_file_and_function_names(record_python, tmp_path):
     """Registering a code object whose names are not ASCII goes through the interpreter and
     may allocate while an allocation is being recorded: the capture must stay whole."""

@@ -56,6 +56,22 @@ def test_no_index_when_asked(tmp_path):
     assert (tmp_path / "py.mlens").is_file() and not (tmp_path / "py.mlens.index").exists()
 
 
+def test_a_capture_under_the_threshold_is_not_indexed(tmp_path):
+    """Indexing a small capture would cost a short run more than it ever saves a view: by
+    default only captures past 8 MiB are indexed while they are written."""
+    default = {k: v for k, v in os.environ.items() if k != "MEMLENS_INDEX_MIN_BYTES"}
+    small = tmp_path / "small.mlens"
+    run(small, PROGRAMS / "known_peak", env=default)
+    assert small.stat().st_size < 8 << 20
+    assert not (tmp_path / "small.mlens.index").exists()
+    # Past the threshold it is: the same program with the threshold under its capture's size.
+    past = tmp_path / "past.mlens"
+    run(past, PROGRAMS / "known_peak", env={**default, "MEMLENS_INDEX_MIN_BYTES": "100"})
+    assert past.stat().st_size > 100 and (tmp_path / "past.mlens.index").is_file()
+    got, from_index = view("summary", past)
+    assert from_index > 0 and got["totals"]["peak_bytes"] == 10 * (1 << 20)
+
+
 def test_a_reused_output_path_is_indexed_for_this_run_only(tmp_path):
     """The file is emptied before the program starts: the indexer never reads the old capture."""
     capture = tmp_path / "same.mlens"
