@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define MEMLENS_PYTHON_BRIDGE_VERSION 2
+#define MEMLENS_PYTHON_BRIDGE_VERSION 3
 
 /* Fills frames[0..max) with the calling thread's Python frames, innermost first, as
  * PythonFrameIp values (src/format/records.h); a frame that began a new run of the eval loop
@@ -49,17 +49,20 @@ struct MemlensAgentBridge {
   /* One line for the user (prefixed "memlens: ") on stderr. */
   void (*say)(const char* message);
   /* Nonzero when the process samples (docs/sampling.md); fixed before the bridge is handed
-   * over. Then each wrapper tries the short path first: when the call needs nothing recorded
-   * (an allocation that holds no sample point, the free or realloc of a block that was not
-   * sampled), the agent runs fn(ctx, ...) itself, as inside the agent (nothing it causes is
-   * recorded), and returns 1 with the result in *out; 0 means: take the full path. */
+   * over. Then each wrapper first tries sampling's short path, inline: when the call needs
+   * nothing recorded (an allocation that holds no sample point, the free or realloc of a block
+   * that was not sampled, any call from inside the agent), it runs the real call with the
+   * thread marked as inside the agent (nothing it causes is recorded: pymalloc hands large
+   * blocks to PyMem_RawMalloc, whose wrapper must not count them again) and returns. The
+   * thread's countdown (int64_t, memlens::agent::CountsDownUnsampled) and its "inside the
+   * agent" flag (bool) are the agent's thread-locals, given as byte offsets from the thread
+   * pointer (__builtin_thread_pointer()): the agent's thread-local storage is static
+   * (initial-exec), so one offset holds in every thread, and the wrappers make no call. */
   int sampling;
-  int (*malloc_unsampled)(void* (*fn)(void*, size_t), void* ctx, size_t size, void** out);
-  int (*calloc_unsampled)(void* (*fn)(void*, size_t, size_t), void* ctx, size_t count,
-                          size_t size, void** out);
-  int (*realloc_unsampled)(void* (*fn)(void*, void*, size_t), void* ctx, void* ptr, size_t size,
-                           void** out);
-  int (*free_unsampled)(void (*fn)(void*, void*), void* ctx, void* ptr);
+  ptrdiff_t countdown_offset;
+  ptrdiff_t in_hook_offset;
+  /* The agent's set of sampled blocks (a memlens::agent::SampledPointers), for its filter. */
+  const void* sampled_blocks;
 };
 
 /* Exported by the hooks library. Returns 0 on success; otherwise it has said why. */

@@ -84,24 +84,10 @@ void BridgeSetReader(MemlensPythonFrameReader reader) {
   g_reader.store(reader, std::memory_order_release);
 }
 
-// Sampling's short path for the Python wrappers (sampler.h): one call into the agent instead of
-// enter, record and leave.
-int BridgeMallocUnsampled(void* (*fn)(void*, size_t), void* ctx, size_t size, void** out) {
-  return AllocateUnsampled(size, [=] { return fn(ctx, size); }, out);
-}
-
-int BridgeCallocUnsampled(void* (*fn)(void*, size_t, size_t), void* ctx, size_t count,
-                          size_t size, void** out) {
-  return CallocateUnsampled(count, size, [=] { return fn(ctx, count, size); }, out);
-}
-
-int BridgeReallocUnsampled(void* (*fn)(void*, void*, size_t), void* ctx, void* ptr, size_t size,
-                           void** out) {
-  return ReallocateUnsampled(ptr, size, [=] { return fn(ctx, ptr, size); }, out);
-}
-
-int BridgeFreeUnsampled(void (*fn)(void*, void*), void* ctx, void* ptr) {
-  return ReleaseUnsampled(ptr, [=] { fn(ctx, ptr); });
+// Where a thread-local of the agent lies from the thread pointer: the same in every thread, the
+// agent's thread-local storage being static (-ftls-model=initial-exec).
+ptrdiff_t ThreadPointerOffset(const void* variable) {
+  return static_cast<const char*>(variable) - static_cast<const char*>(__builtin_thread_pointer());
 }
 
 MemlensAgentBridge MakeBridge() {
@@ -117,10 +103,9 @@ MemlensAgentBridge MakeBridge() {
   bridge.set_frame_reader = BridgeSetReader;
   bridge.say = Say;
   bridge.sampling = g_sample_rate != 0;  // set by InitializeOnce, before AttachPython
-  bridge.malloc_unsampled = BridgeMallocUnsampled;
-  bridge.calloc_unsampled = BridgeCallocUnsampled;
-  bridge.realloc_unsampled = BridgeReallocUnsampled;
-  bridge.free_unsampled = BridgeFreeUnsampled;
+  bridge.countdown_offset = ThreadPointerOffset(&t_bytes_to_sample);
+  bridge.in_hook_offset = ThreadPointerOffset(&t_in_hook);
+  bridge.sampled_blocks = &g_sampled;
   return bridge;
 }
 

@@ -19,6 +19,8 @@
 #include <cstring>
 
 #include "agent/python_bridge.h"
+#include "agent/recorder/sample_countdown.h"
+#include "agent/recorder/sampled_pointers.h"
 #include "format/records.h"
 #include "python/interpreter_frames.h"
 
@@ -126,40 +128,84 @@ int ReadFrames(uint64_t* out, int max) {
 
 inline int DomainOf(void* ctx) { return static_cast<int>(reinterpret_cast<intptr_t>(ctx)); }
 
-// In sampling mode each wrapper first offers the call to the agent's short path (python_bridge.h):
-// most calls then end there.
+// Sampling's short path (python_bridge.h), on the agent's thread-locals: no call into the agent.
 bool g_sampling = false;
+ptrdiff_t g_countdown_offset = 0;
+ptrdiff_t g_in_hook_offset = 0;
+const agent::SampledPointers* g_sampled = nullptr;
 
-void* Malloc(void* ctx, size_t size) {
+template <typename T>
+inline T* AgentThreadLocal(ptrdiff_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(__builtin_thread_pointer()) + offset);
+}
+
+// An allocation of `size` bytes needs nothing recorded: it holds no sample point (its bytes
+// then counted down), or the thread is inside the agent.
+inline bool PassesUnsampled(size_t size) {
+  return *AgentThreadLocal<bool>(g_in_hook_offset) ||
+         agent::CountsDownUnsampled(AgentThreadLocal<int64_t>(g_countdown_offset), size);
+}
+
+inline bool ReleasesUnsampled(const void* ptr) {
+  return !g_sampled->MaybeSampled(reinterpret_cast<uintptr_t>(ptr));
+}
+
+// The real call, with the thread marked as inside the agent.
+template <typename Call>
+inline auto Guarded(Call call) {
+  bool* in_hook = AgentThreadLocal<bool>(g_in_hook_offset);
+  bool nested = *in_hook;
+  *in_hook = true;
+  auto result = call();
+  *in_hook = nested;
+  return result;
+}
+
+// Each wrapper tries the short path inline and leaves the full path, which records, out of line:
+// the short path then needs no frame of its own. `caller` is the wrapper's return address.
+__attribute__((noinline)) void* MallocFull(void* ctx, size_t size, const void* caller) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
-  void* p;
-  if (g_sampling && g_bridge->malloc_unsampled(real.malloc, real.ctx, size, &p)) return p;
-  if (!g_bridge->enter(__builtin_return_address(0))) return real.malloc(real.ctx, size);
-  p = real.malloc(real.ctx, size);
+  if (!g_bridge->enter(caller)) return real.malloc(real.ctx, size);
+  void* p = real.malloc(real.ctx, size);
   if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
   g_bridge->leave();
   return p;
 }
 
-void* Calloc(void* ctx, size_t count, size_t size) {
+void* Malloc(void* ctx, size_t size) {
+  if (g_sampling && PassesUnsampled(size)) {
+    const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+    return Guarded([&] { return real.malloc(real.ctx, size); });
+  }
+  return MallocFull(ctx, size, __builtin_return_address(0));
+}
+
+__attribute__((noinline)) void* CallocFull(void* ctx, size_t count, size_t size,
+                                           const void* caller) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
-  void* p;
-  if (g_sampling && g_bridge->calloc_unsampled(real.calloc, real.ctx, count, size, &p)) return p;
-  if (!g_bridge->enter(__builtin_return_address(0))) return real.calloc(real.ctx, count, size);
-  p = real.calloc(real.ctx, count, size);
+  if (!g_bridge->enter(caller)) return real.calloc(real.ctx, count, size);
+  void* p = real.calloc(real.ctx, count, size);
   if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, count * size);
   g_bridge->leave();
   return p;
 }
 
+void* Calloc(void* ctx, size_t count, size_t size) {
+  size_t total;  // an overflowing product is the full path's to refuse
+  if (g_sampling && !__builtin_mul_overflow(count, size, &total) && PassesUnsampled(total)) {
+    const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+    return Guarded([&] { return real.calloc(real.ctx, count, size); });
+  }
+  return CallocFull(ctx, count, size, __builtin_return_address(0));
+}
+
 // As the agent's realloc: the release before the call, the new block after, undone on failure.
-void* Realloc(void* ctx, void* ptr, size_t size) {
+__attribute__((noinline)) void* ReallocFull(void* ctx, void* ptr, size_t size,
+                                            const void* caller) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
-  void* p;
-  if (g_sampling && g_bridge->realloc_unsampled(real.realloc, real.ctx, ptr, size, &p)) return p;
-  if (!g_bridge->enter(__builtin_return_address(0))) return real.realloc(real.ctx, ptr, size);
+  if (!g_bridge->enter(caller)) return real.realloc(real.ctx, ptr, size);
   if (ptr) g_bridge->record_release(static_cast<uint8_t>(EventKind::kReallocOld), ptr, 0);
-  p = real.realloc(real.ctx, ptr, size);
+  void* p = real.realloc(real.ctx, ptr, size);
   if (p) {
     g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
   } else if (ptr) {
@@ -169,13 +215,32 @@ void* Realloc(void* ctx, void* ptr, size_t size) {
   return p;
 }
 
-void Free(void* ctx, void* ptr) {
+void* Realloc(void* ctx, void* ptr, size_t size) {
+  if (g_sampling && (!ptr || ReleasesUnsampled(ptr)) && PassesUnsampled(size)) {
+    const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+    return Guarded([&] { return real.realloc(real.ctx, ptr, size); });
+  }
+  return ReallocFull(ctx, ptr, size, __builtin_return_address(0));
+}
+
+__attribute__((noinline)) void FreeFull(void* ctx, void* ptr, const void* caller) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
-  if (ptr && g_sampling && g_bridge->free_unsampled(real.free, real.ctx, ptr)) return;
-  if (!ptr || !g_bridge->enter(__builtin_return_address(0))) return real.free(real.ctx, ptr);
+  if (!ptr || !g_bridge->enter(caller)) return real.free(real.ctx, ptr);
   g_bridge->record_release(static_cast<uint8_t>(EventKind::kFree), ptr, 0);
   real.free(real.ctx, ptr);
   g_bridge->leave();
+}
+
+void Free(void* ctx, void* ptr) {
+  if (ptr && g_sampling && ReleasesUnsampled(ptr)) {
+    const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+    Guarded([&] {
+      real.free(real.ctx, ptr);
+      return 0;
+    });
+    return;
+  }
+  FreeFull(ctx, ptr, __builtin_return_address(0));
 }
 
 // pymalloc takes and returns arenas from inside an object allocation or free, whose wrapper
@@ -242,7 +307,10 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   if (slots == MAP_FAILED) return 1;
   g_code_slots = static_cast<CodeSlot*>(slots);
   g_bridge = bridge;
-  g_sampling = bridge->sampling != 0;
+  g_countdown_offset = bridge->countdown_offset;
+  g_in_hook_offset = bridge->in_hook_offset;
+  g_sampled = static_cast<const memlens::agent::SampledPointers*>(bridge->sampled_blocks);
+  g_sampling = bridge->sampling != 0 && g_sampled;
 
   // Where the eval loop is, so the writer can put Python frames in its place.
   uintptr_t hooks_begin, hooks_end, eval_begin = 0, eval_end = 0;

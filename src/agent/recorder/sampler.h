@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "agent/recorder/recorder.h"
+#include "agent/recorder/sample_countdown.h"
 #include "agent/recorder/sampled_pointers.h"
 #include "format/records.h"
 
@@ -54,74 +55,15 @@ inline bool ShouldSample(uint64_t size) {
 }
 
 // --- the short path (docs/hot-path-rules.md, "Sampling mode's short path") ---
-// The Python wrappers try it before anything else (the interposers have a shorter one, below). An allocation that holds
-// no sample point and the release of a block that was not sampled need nothing recorded: no
-// re-entrancy or caller check, no call into the recorder. They only count the bytes down (or
-// ask the filter), and run the real call under the guard, so that nothing it causes (an
-// allocator's own mmap) is recorded either.
+// An allocation that holds no sample point and the release of a block that was not sampled need
+// nothing recorded: no caller check, no call into the recorder. The interposers ask below first
+// (PassesUnsampled, ReleasesUnsampled); the Python wrappers ask the same on the agent's
+// thread-local state, through the bridge (python_bridge.h).
 
-// True while this process records with sampling. The rate is read first: in full tracing the
-// short path costs one load and a branch.
+// True while this process records with sampling. The rate is read first: in full tracing it
+// costs one load and a branch.
 inline bool SamplingShortPath() {
   return g_sample_rate != 0 && g_state.load(std::memory_order_relaxed) == kRecording;
-}
-
-// An allocation of `size` bytes: when the short path applies and no sample point falls in it,
-// runs call() and returns true with its result in *out; false sends the caller to the full
-// path. The countdown only moves when the allocation succeeds, as on the full path (RecordAlloc
-// runs only for a block that was allocated), so both paths see one stream of bytes.
-// AllocateUnsampledWhileSampling is its body, for callers that have asked SamplingShortPath().
-template <typename Call>
-inline bool AllocateUnsampledWhileSampling(uint64_t size, Call call, void** out) {
-  if (t_in_hook) {  // nested in the agent: never recorded, and not the program's bytes
-    *out = call();
-    return true;
-  }
-  int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
-  if (__builtin_expect(left <= 0 || size > (uint64_t{1} << 62), 0)) return false;
-  t_in_hook = true;
-  *out = call();
-  t_in_hook = false;
-  if (*out) t_bytes_to_sample = left;
-  return true;
-}
-
-template <typename Call>
-inline bool AllocateUnsampled(uint64_t size, Call call, void** out) {
-  return SamplingShortPath() && AllocateUnsampledWhileSampling(size, call, out);
-}
-
-// calloc(count, size): the same, for count * size bytes (an overflowing product is the full
-// path's to refuse).
-template <typename Call>
-inline bool CallocateUnsampled(uint64_t count, uint64_t size, Call call, void** out) {
-  uint64_t total;
-  return SamplingShortPath() && !__builtin_mul_overflow(count, size, &total) &&
-         AllocateUnsampledWhileSampling(total, call, out);
-}
-
-// realloc(old, size): when the old block, if any, certainly was not sampled and the new one
-// holds no sample point. A failed realloc then leaves nothing to undo. In full tracing it
-// costs what AllocateUnsampled does: the filter is not asked.
-template <typename Call>
-inline bool ReallocateUnsampled(const void* old, uint64_t size, Call call, void** out) {
-  return SamplingShortPath() &&
-         (!old || !g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(old))) &&
-         AllocateUnsampledWhileSampling(size, call, out);
-}
-
-// The release of the block at `address`: when the short path applies and the block certainly
-// was not sampled (the filter's one load), runs call() and returns true.
-template <typename Call>
-inline bool ReleaseUnsampled(const void* address, Call call) {
-  if (!SamplingShortPath() || g_sampled.MaybeSampled(reinterpret_cast<uintptr_t>(address))) {
-    return false;
-  }
-  bool nested = t_in_hook;
-  t_in_hook = true;
-  call();
-  t_in_hook = nested;
-  return true;
 }
 
 // --- the interposers' direct path ---
@@ -134,15 +76,9 @@ inline bool ReleaseUnsampled(const void* address, Call call) {
 extern bool g_direct_short_path;
 
 // On the direct path: true when an allocation of `size` bytes is not to be recorded, because it
-// holds no sample point (its bytes are counted down here, before the call: a failed
-// allocation's bytes count too, which biases nothing, sample points being memoryless) or the
-// thread is inside the agent.
+// holds no sample point (its bytes counted down) or the thread is inside the agent.
 inline bool PassesUnsampled(uint64_t size) {
-  if (t_in_hook) return true;
-  int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
-  if (__builtin_expect(left <= 0 || size > (uint64_t{1} << 62), 0)) return false;
-  t_bytes_to_sample = left;
-  return true;
+  return t_in_hook || CountsDownUnsampled(&t_bytes_to_sample, size);
 }
 
 // On the direct path: true when the block at `address` certainly was not sampled.
