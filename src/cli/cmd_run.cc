@@ -231,10 +231,12 @@ bool CanFollow(const std::string& capture) {
   return stat(capture.c_str(), &st) != 0 || S_ISREG(st.st_mode);
 }
 
-// A capture smaller than this is not indexed while it is written: views replay it whole in
-// under a second, while indexing it costs a short run most of its time (py_numpy: 0.12 of its
-// 1.2x, the replay at the exit included). MEMLENS_INDEX_MIN_BYTES overrides (the tests: 0).
-constexpr uint64_t kIndexFromBytes = 8 << 20;
+// A capture smaller than this is not indexed: views replay it whole in a fifth of a second,
+// while indexing it cost a short run a tenth of its time, even when the replay at the exit is
+// dropped (py_numpy, 1.3 MB: 1.29x following from the start, 1.20x without, 11 paired rounds).
+// Following starts only past it, so the backlog then is small (black, 12 MB: starting at 8 MiB
+// cost 0.37x more than from the start). MEMLENS_INDEX_MIN_BYTES overrides (the tests: 0).
+constexpr uint64_t kIndexFromBytes = 2 << 20;
 
 uint64_t IndexFromBytes() {
   const char* env = getenv("MEMLENS_INDEX_MIN_BYTES");
@@ -425,7 +427,7 @@ Command AddRunCommand(CLI::App* app) {
       ->type_name("BYTES");
   cmd->add_flag("--no-index", options->no_index,
                 "do not index the capture while the program runs. By default, once the\n"
-                "capture holds 8 MiB, a low-priority thread replays it as it is written and\n"
+                "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"
                 "stores its snapshot index (CAPTURE.index), so that later views start from it\n"
                 "instead of replaying the whole capture (docs/snapshot-index.md)");
   cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")

@@ -16,7 +16,7 @@ BUILD = pathlib.Path(os.environ.get("MEMLENS_BUILD_DIR", REPO / "build"))
 MEMLENS = BUILD / "bin" / "memlens"
 PROGRAMS = BUILD / "tests" / "programs"
 SOURCES = REPO / "tests" / "programs"
-# `memlens run` indexes only captures past 8 MiB; the tests' captures are small, and their
+# `memlens run` indexes only captures past 2 MiB; the tests' captures are small, and their
 # views are to be checked with the index as well (test_run_index.py checks the threshold).
 os.environ["MEMLENS_INDEX_MIN_BYTES"] = "0"
 

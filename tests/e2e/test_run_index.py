@@ -58,11 +58,11 @@ def test_no_index_when_asked(tmp_path):
 
 def test_a_capture_under_the_threshold_is_not_indexed(tmp_path):
     """Indexing a small capture would cost a short run more than it ever saves a view: by
-    default only captures past 8 MiB are indexed while they are written."""
+    default only captures past 2 MiB are indexed while they are written."""
     default = {k: v for k, v in os.environ.items() if k != "MEMLENS_INDEX_MIN_BYTES"}
     small = tmp_path / "small.mlens"
     run(small, PROGRAMS / "known_peak", env=default)
-    assert small.stat().st_size < 8 << 20
+    assert small.stat().st_size < 2 << 20
     assert not (tmp_path / "small.mlens.index").exists()
     # Past the threshold it is: the same program with the threshold under its capture's size.
     past = tmp_path / "past.mlens"
