@@ -360,7 +360,7 @@ TEST(EventBatches, FifoWindowCostsOneRepeatedReference) {
 // back: 3 allocations back), allocates A right after (a delta from the batch's start: the
 // reference into chunk 1 left the chain alone), frees Z that thread 2 allocated (by address:
 // another thread's) and an address never allocated (by address); in chunk 3 it frees W (two
-// chunks back: by address) and A (one chunk back).
+// chunks back: 3 allocations back) and A (one chunk back).
 struct ThreeChunks {
   std::vector<std::string> payloads;
   std::vector<std::vector<Event>> events;
@@ -395,10 +395,10 @@ ThreeChunks MakeThreeChunks() {
   return t;
 }
 
-TEST(EventBatches, ReferencesReachOneChunkBackInTheirThread) {
+TEST(EventBatches, ReferencesReachEarlierChunksOfTheirThread) {
   ThreeChunks t = MakeThreeChunks();
   EXPECT_EQ(SplitEvents(t.payloads[1]).releases, std::string("\x03\x00\x00", 3));
-  EXPECT_EQ(SplitEvents(t.payloads[2]).releases, std::string("\x00\x01", 2));
+  EXPECT_EQ(SplitEvents(t.payloads[2]).releases, std::string("\x03\x01", 2));
   DecodeState state;
   for (size_t i = 0; i < t.payloads.size(); ++i) {
     Collector c;
@@ -413,22 +413,96 @@ TEST(EventBatches, ReferencesReachOneChunkBackInTheirThread) {
   EXPECT_NE(error.find("beyond those decoded"), std::string::npos) << error;
 }
 
-// A reader resuming at a checkpoint skips chunk 1, decodes chunk 2 only for its allocations
-// (its reference into chunk 1 is passed over and leaves the address chain alone, so chunk 2's
-// own allocations still decode right) and delivers chunk 3, which refers into chunk 2.
-TEST(EventBatches, ResumedReadersNeedOnlyTheChunkBefore) {
+// Chunks 0..kReleaseReachChunks+1: thread 1 allocates X and Y in chunk 0, thread 2 one block in
+// each chunk after it (thread 1's list still counts those chunks), and thread 1 frees X in
+// chunk kReleaseReachChunks (in reach: a reference) and Y in the chunk after (out of reach: by
+// address).
+std::vector<std::string> ChunksUpToTheReach(std::vector<std::vector<Event>>* events) {
+  const size_t last = kReleaseReachChunks + 1;
+  events->assign(last + 1, {});
+  uint64_t seq = 0;
+  (*events)[0] = {{seq++, EventKind::kMalloc, 0x1000, 8, 1, 1}, {seq++, EventKind::kMalloc, 0x2000, 8, 1, 1}};
+  for (size_t i = 1; i <= last; ++i) {
+    if (i == last - 1) (*events)[i].push_back({seq++, EventKind::kFree, 0x1000, 0, 0, 1});
+    if (i == last) (*events)[i].push_back({seq++, EventKind::kFree, 0x2000, 0, 0, 1});
+    (*events)[i].push_back({seq++, EventKind::kMalloc, 0x8000 + 16 * i, 8, 1, 2});
+  }
+  std::vector<std::string> payloads;
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Process({1, 0, 0, 0, "/bin/t", {"t"}, "0"});
+  for (const auto& chunk : *events) {
+    for (const Event& e : chunk) {
+      enc.BeginEvents(e.thread);
+      enc.AddEvent(e);
+    }
+    enc.FinishEvents();
+    payloads.push_back(payload);
+    payload.clear();
+    enc.NextChunk();
+  }
+  return payloads;
+}
+
+TEST(EventBatches, ReferencesReachAFixedNumberOfChunksBack) {
+  std::vector<std::vector<Event>> events;
+  std::vector<std::string> payloads = ChunksUpToTheReach(&events);
+  const size_t last = payloads.size() - 1;
+  EXPECT_EQ(SplitEvents(payloads[last - 1]).releases, std::string("\x02", 1));  // X: 2 back
+  EXPECT_EQ(SplitEvents(payloads[last]).releases, std::string("\x00", 1));      // Y: by address
+  DecodeState state;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    Collector c;
+    std::string error;
+    ASSERT_TRUE(DecodeRecords(payloads[i], &c, &error, EventDecoding::kDeliver, &state)) << error;
+    ExpectSameEvents(c.events, events[i]);
+  }
+}
+
+// A reader resuming at a checkpoint skips the chunks before, decodes the kReleaseReachChunks
+// chunks before the first it delivers for their allocations (a reference beyond them is passed
+// over and leaves the address chain alone) and delivers the next. One chunk fewer decoded, and
+// the reference cannot be resolved: corrupt, not wrong.
+TEST(EventBatches, ResumedReadersDecodeTheChunksInReachBefore) {
+  std::vector<std::vector<Event>> events;
+  std::vector<std::string> payloads = ChunksUpToTheReach(&events);
+  const size_t deliver = kReleaseReachChunks;  // frees X, allocated in chunk 0
+  for (size_t decoded : {kReleaseReachChunks, kReleaseReachChunks - 1}) {
+    DecodeState state;
+    Collector skipped, allocations, delivered;
+    std::string error;
+    for (size_t i = 0; i < deliver - decoded; ++i) {
+      ASSERT_TRUE(DecodeRecords(payloads[i], &skipped, &error, EventDecoding::kSkip, &state)) << error;
+    }
+    for (size_t i = deliver - decoded; i < deliver; ++i) {
+      ASSERT_TRUE(DecodeRecords(payloads[i], &allocations, &error, EventDecoding::kAllocations, &state))
+          << error;
+    }
+    EXPECT_TRUE(allocations.events.empty());
+    bool ok = DecodeRecords(payloads[deliver], &delivered, &error, EventDecoding::kDeliver, &state);
+    if (decoded == kReleaseReachChunks) {
+      ASSERT_TRUE(ok) << error;
+      ExpectSameEvents(delivered.events, events[deliver]);
+    } else {
+      EXPECT_FALSE(ok);
+      EXPECT_NE(error.find("beyond those decoded"), std::string::npos) << error;
+    }
+  }
+}
+
+// The three chunks read from the second on: chunk 2's reference into chunk 1 is passed over
+// when chunk 1 was skipped, and chunk 2's own allocation still decodes right, so chunk 3's
+// reference to it does.
+TEST(EventBatches, ASkippedChunksReferencesArePassedOver) {
   ThreeChunks t = MakeThreeChunks();
   DecodeState state;
-  Collector skipped, allocations, delivered;
+  Collector skipped, allocations;
   std::string error;
   ASSERT_TRUE(DecodeRecords(t.payloads[0], &skipped, &error, EventDecoding::kSkip, &state)) << error;
   ASSERT_TRUE(DecodeRecords(t.payloads[1], &allocations, &error, EventDecoding::kAllocations, &state))
       << error;
-  ASSERT_TRUE(DecodeRecords(t.payloads[2], &delivered, &error, EventDecoding::kDeliver, &state))
-      << error;
-  EXPECT_TRUE(skipped.events.empty());
   EXPECT_TRUE(allocations.events.empty());
-  ExpectSameEvents(delivered.events, t.events[2]);
+  ASSERT_EQ(state.allocations.at(1).addresses, (std::vector<uint64_t>{0x1010}));
   // Delivering chunk 2 after a skipped chunk 1 cannot be done right: corrupt, not wrong.
   DecodeState fresh;
   Collector c;

@@ -1,6 +1,7 @@
 // src/format/record_decoder.cc: see record_decoder.h; layout in docs/capture-format.md.
 #include "format/record_decoder.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -144,10 +145,10 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
       } else if (back <= listed.size()) {
         e.address = listed[listed.size() - back];
         // Only a reference into this chunk moves the chain, so that this chunk's addresses
-        // decode without the chunk before (a reader resuming at a checkpoint needs that).
+        // decode without the chunks before (a reader resuming at a checkpoint needs that).
         if (listed.size() - back >= list.current) last_address = RotateAddress(e.address);
       } else if (mode == EventDecoding::kAllocations && !state->previous_known) {
-        e.address = 0;  // an allocation of the skipped chunk before: not needed here
+        e.address = 0;  // an allocation of a skipped chunk: not needed here
       } else {
         *error = "a release refers back to allocation " + std::to_string(back) +
                  " of its thread, beyond those decoded";
@@ -179,12 +180,22 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
 }  // namespace
 
 void DecodeState::StartChunk(EventDecoding events) {
-  previous_known = chunk_decoded_;
+  if (chunk_decoded_) {
+    decoded_since_skip_ = std::min(decoded_since_skip_ + 1, kReleaseReachChunks);
+  } else {
+    decoded_since_skip_ = 0;
+  }
   chunk_decoded_ = events != EventDecoding::kSkip;
+  previous_known = decoded_since_skip_ == kReleaseReachChunks;
+  if (decoded_since_skip_ == 0) allocations.clear();  // the chunk before was stepped over
   for (auto it = allocations.begin(); it != allocations.end();) {
     ThreadAllocations& list = it->second;
-    if (previous_known) list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.current);
-    if (!previous_known || list.addresses.empty()) {
+    list.previous.push_back(list.addresses.size() - list.current);
+    if (list.previous.size() > kReleaseReachChunks) {
+      list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.previous.front());
+      list.previous.pop_front();
+    }
+    if (list.addresses.empty()) {
       it = allocations.erase(it);
       continue;
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -43,37 +44,41 @@ enum class EventDecoding : uint8_t {
 
 // What a chunk's decoding needs from the chunks before it in its program image: how many stack
 // nodes there are (a node's parent is coded relative to its id) and each thread's allocations
-// of the previous chunk (a release may refer back to them). A reader keeps one across the
-// chunks of a capture, in file order; a kProcess record resets it.
+// of the kReleaseReachChunks chunks before (a release may refer back to them). A reader keeps
+// one across the chunks of a capture, in file order; a kProcess record resets it.
 class DecodeState {
  public:
-  // The allocations of one thread in the previous chunk, then in this one.
+  // The allocations of one thread in the chunks before that are still in reach, then in this one.
   struct ThreadAllocations {
     std::vector<uint64_t> addresses;
-    size_t current = 0;  // where this chunk's begin
+    size_t current = 0;           // where this chunk's begin
+    std::deque<size_t> previous;  // allocations in each earlier chunk in reach, oldest first
   };
 
   uint64_t stack_nodes = 0;  // nodes of the image so far
   std::unordered_map<uint32_t, ThreadAllocations> allocations;
-  // False when the previous chunk's allocations are not known (its events were stepped over).
+  // False when a chunk in reach was stepped over (kSkip): its allocations are not known.
   bool previous_known = true;
 
   void StartImage() {
     stack_nodes = 0;
     allocations.clear();
     previous_known = true;
+    decoded_since_skip_ = kReleaseReachChunks;
   }
-  // At the start of every chunk: the allocations of the chunk before become the previous ones.
+  // At the start of every chunk: the allocations of the chunk before join the earlier ones, and
+  // those of the chunk that falls out of reach are forgotten.
   void StartChunk(EventDecoding events);
 
  private:
   bool chunk_decoded_ = true;  // the events of the chunk being decoded are (kSkip: not)
+  size_t decoded_since_skip_ = kReleaseReachChunks;  // chunks decoded since the last skipped one
 };
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before
 // the bad one have already been delivered. Without a state the payload is decoded as the first
-// chunk of an image. A release that refers to the previous chunk when its events were skipped
-// is corrupt with kDeliver; with kAllocations it is passed over (it does not change the
+// chunk of an image. A release that refers to a chunk in reach whose events were skipped is
+// corrupt with kDeliver; with kAllocations it is passed over (it does not change the
 // address chain: docs/capture-format.md, section 5). With metadata given, the bytes of every
 // record but the event batches are appended to it: a payload of the chunk's metadata alone,
 // which decodes to the same records (the snapshot index keeps it).

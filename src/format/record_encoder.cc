@@ -122,6 +122,8 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
   uint64_t back = 0;
   if (mine.Holds(mine.last_back, address)) {
     back = mine.last_back;
+  } else if (mine.Holds(mine.window_back, address)) {
+    back = mine.window_back;
   } else if (mine.Holds(1, address)) {
     back = 1;
   } else if (!recent_.empty()) {
@@ -132,6 +134,7 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
     }
   }
   if (back != 0) mine.last_back = back;
+  if (back > 1) mine.window_back = back;
   return back;
 }
 
@@ -162,7 +165,7 @@ void RecordEncoder::AddEvent(const Event& e) {
     address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
     last_address_ = rotated;
   } else if (reference <= batch_allocations_->addresses.size() - batch_allocations_->current) {
-    last_address_ = rotated;  // a reference into the chunk before leaves the chain alone
+    last_address_ = rotated;  // a reference into an earlier chunk leaves the chain alone
   }
   if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
   if (has_stack) {
@@ -209,12 +212,17 @@ void RecordEncoder::FinishEvents() {
   address_deltas_.clear();
 }
 
-// Back-references reach one chunk back: forget the allocations of the chunk before the one
-// just written (the recent table needs no clearing: its hits are checked).
+// Back-references reach kReleaseReachChunks chunks back: forget the allocations of the chunk
+// that falls out of reach (the recent table needs no clearing: its hits are checked). A chunk
+// without allocations of a thread still counts: the reader counts chunks, not allocations.
 void RecordEncoder::NextChunk() {
   for (auto it = thread_allocations_.begin(); it != thread_allocations_.end();) {
     ThreadAllocations& list = it->second;
-    list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.current);
+    list.previous.push_back(list.addresses.size() - list.current);
+    if (list.previous.size() > kReleaseReachChunks) {
+      list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.previous.front());
+      list.previous.pop_front();
+    }
     list.current = list.addresses.size();
     if (list.addresses.empty()) {
       it = thread_allocations_.erase(it);

@@ -5,6 +5,7 @@
 // Field layout of each record: docs/capture-format.md.
 #pragma once
 
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +37,7 @@ class RecordEncoder {
   // column across all batches (kinds, seq gaps, releases, addresses, sizes, stacks): like fields
   // side by side compress far better than event by event. Deltas restart with each batch; a
   // release that frees a block allocated by the same thread earlier in this chunk or in the
-  // chunk before is coded as a back-reference to that allocation. NextChunk says that a chunk
+  // kReleaseReachChunks chunks before is coded as a back-reference to that allocation. NextChunk says that a chunk
   // was written (the writer calls it after each one, as the reader starts each one).
   void BeginEvents(uint32_t thread);
   void AddEvent(const Event& e);
@@ -46,14 +47,16 @@ class RecordEncoder {
   size_t pending_events() const { return kinds_.size(); }
 
  private:
-  // A thread's allocations in the previous chunk and this one, as the reader keeps them, and
-  // the last back-reference its releases used. Memory: 8 bytes per allocation of the two
-  // chunks, all threads together.
+  // A thread's allocations in the last kReleaseReachChunks chunks and this one, as the reader
+  // keeps them, and the back-references its releases used last. Memory: 8 bytes per
+  // allocation of those chunks, all threads together.
   struct ThreadAllocations {
     std::vector<uint64_t> addresses;
     size_t current = 0;   // where this chunk's begin in addresses
+    std::deque<size_t> previous;  // allocations in each earlier chunk still reachable, oldest first
     uint64_t count = 0;   // allocations since the start: addresses.back() is the count-th
-    uint64_t last_back = 0;
+    uint64_t last_back = 0;    // the last back-reference: right for runs of the same one
+    uint64_t window_back = 0;  // the last above 1: a FIFO window, right again after temporaries
     bool Holds(uint64_t back, uint64_t address) const {
       return back != 0 && back <= addresses.size() && addresses[addresses.size() - back] == address;
     }

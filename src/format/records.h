@@ -7,8 +7,9 @@
 // there are none yet). Nothing was released before Python support, which is part of 1.0; the
 // instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
 // (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
-// relative to the node and back-references that reach into the previous chunk 4.0. Readers read
-// their own major only.
+// relative to the node and back-references that reach into the previous chunk 4.0, and
+// back-references that reach kReleaseReachChunks chunks back 5.0. Readers read their own major
+// only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -22,9 +23,13 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 4;
+inline constexpr uint16_t kFormatMajor = 5;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
+// How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
+// section 5): a reader keeps the allocations of this many chunks, and one resuming mid-capture
+// decodes this many chunks before the first it delivers.
+inline constexpr size_t kReleaseReachChunks = 4;
 
 enum class RecordType : uint8_t {
   kProcess = 1,       // first, and again for each new program image after an exec
@@ -120,7 +125,7 @@ inline Annotation AnnotationKind(uint64_t ip) { return static_cast<Annotation>((
 inline uint32_t AnnotationValue(uint64_t ip) { return static_cast<uint32_t>(ip); }
 // Address coding in event batches (docs/capture-format.md): chain 0 are allocations, which
 // back-references can name; chain 1 are releases, each either such a back-reference (to an
-// allocation of its thread in the same chunk or the chunk before) or, like every allocation, a
+// allocation of its thread in the same chunk or the kReleaseReachChunks chunks before) or, like every allocation, a
 // delta from the previous event's address, taken on addresses rotated right by 4 bits, since
 // nearly every block is 16-byte aligned and its low nibble carries nothing.
 inline int AddressChain(EventKind k) { return HasStack(k) ? 0 : 1; }

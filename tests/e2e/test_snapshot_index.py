@@ -19,7 +19,7 @@ EXAMPLES = PROGRAMS.parent.parent / "examples"
 # Tiny test programs have a few thousand events: checkpoints every 50 events or so.
 SPACING = "50"
 PROGRAMS_TO_INDEX = ["phases", "threads8", "exec_other", "realloc_chain", "mmap_anon",
-                     "temporaries", "grows"]
+                     "temporaries", "grows", "fifo_window"]
 PYTHON_SCRIPT = """
 import time
 kept = []

@@ -990,9 +990,25 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   if (use.index) {  // only the chunks with events between the checkpoint and the snapshot
     read.image = use.index->image;
     uint64_t from_offset = use.from ? use.from->events_from_offset : 0;
-    read.wants_events = [&replayer, &use, from_offset](uint64_t offset) {
-      const IndexChunk* chunk = use.index->ChunkAt(offset);
-      return offset >= from_offset && chunk && chunk->min_seq < replayer.stop_seq();
+    // A chunk is delivered when it holds events between the checkpoint and the stop. A release
+    // may name an allocation of the kReleaseReachChunks chunks before its own, so a chunk within
+    // that many before a delivered one is decoded for its allocations. The index lists only
+    // chunks with events: counting in it reaches at least as far back as needed.
+    read.decoding = [&replayer, &use, from_offset](uint64_t offset) {
+      const std::vector<IndexChunk>& listed = use.index->chunks;
+      auto delivered = [&](const IndexChunk& c) {
+        return c.offset >= from_offset && c.min_seq < replayer.stop_seq();
+      };
+      auto at = std::lower_bound(listed.begin(), listed.end(), offset,
+                                 [](const IndexChunk& c, uint64_t o) { return c.offset < o; });
+      if (at != listed.end() && at->offset == offset) {
+        if (delivered(*at)) return format::EventDecoding::kDeliver;
+        ++at;
+      }
+      for (size_t k = 0; k < format::kReleaseReachChunks && at != listed.end(); ++k, ++at) {
+        if (delivered(*at)) return format::EventDecoding::kAllocations;
+      }
+      return format::EventDecoding::kSkip;
     };
   }
   if (use.from) {

@@ -98,12 +98,6 @@ const IndexCheckpoint* SnapshotIndex::Before(uint64_t stop_seq) const {
   return best;
 }
 
-const IndexChunk* SnapshotIndex::ChunkAt(uint64_t offset) const {
-  auto it = std::lower_bound(chunks.begin(), chunks.end(), offset,
-                             [](const IndexChunk& c, uint64_t o) { return c.offset < o; });
-  return it != chunks.end() && it->offset == offset ? &*it : nullptr;
-}
-
 const IndexCheckpoint* SnapshotIndex::BeforeTime(double seconds) const {
   // The replay of @t stops at the first mark later than t (Replayer::OnTime): a checkpoint
   // serves when no mark before it is later than t.

@@ -67,9 +67,6 @@ struct SnapshotIndex {
   std::vector<Marker> markers;               // all of the image's, in order
   IndexEnd end;
 
-  // The chunk at this offset, null when it holds no event of the indexed image.
-  const IndexChunk* ChunkAt(uint64_t offset) const;
-
   // The latest checkpoint a replay stopping before stop_seq (a peak) or at the first time
   // mark after `seconds` (@t) may start from; null when it must start from the beginning.
   const IndexCheckpoint* Before(uint64_t stop_seq) const;

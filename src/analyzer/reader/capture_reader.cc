@@ -244,13 +244,7 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
         break;
       }
       ordering.StartChunk();
-      // A chunk's releases may refer to the allocations of the chunk before: a chunk whose
-      // events are not wanted is still decoded for them when the next one's are.
-      auto events = format::EventDecoding::kDeliver;
-      if (options.wants_events && !options.wants_events(chunk.offset)) {
-        events = options.wants_events(chunk.end_offset) ? format::EventDecoding::kAllocations
-                                                        : format::EventDecoding::kSkip;
-      }
+      auto events = options.decoding ? options.decoding(chunk.offset) : format::EventDecoding::kDeliver;
       std::string metadata;  // of the records delivered, even when a corrupt one follows them
       bool decoded = format::DecodeRecords(chunk.payload, &ordering, &why, events, &decode_state,
                                            options.keep_metadata ? &metadata : nullptr);

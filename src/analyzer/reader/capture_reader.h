@@ -33,13 +33,14 @@ struct ReadStatus {
 
 // Reading part of a capture, for a replay resumed from a checkpoint of the snapshot index:
 // metadata is always delivered in full, events only from program image `image` (0 is the
-// first) and, in it, only from sequence number `first_seq` on. Chunks for which
-// `wants_events(offset)` is false are read for their metadata only (the index knows which
-// chunks hold the events a snapshot needs), which is what makes such a read cheap.
+// first) and, in it, only from sequence number `first_seq` on. `decoding(offset)` says what to
+// do with each chunk's events: deliver them, decode only their allocations (a later chunk's
+// releases may name them) or step over them, reading the chunk for its metadata only (the index
+// knows which chunks hold the events a snapshot needs), which is what makes such a read cheap.
 struct ReadOptions {
   uint64_t image = 0;
   uint64_t first_seq = 0;
-  std::function<bool(uint64_t chunk_offset)> wants_events;  // null: every chunk's
+  std::function<format::EventDecoding(uint64_t chunk_offset)> decoding;  // null: deliver all
   // For the index: after each chunk, its offset in the file, the program image it ended in,
   // and the smallest and largest sequence numbers of that image's events in it (-1: none).
   std::function<void(uint64_t offset, uint64_t image, int64_t min_seq, int64_t max_seq)> on_chunk;
