@@ -4,6 +4,7 @@ program; the capture and every view saying that the figures are estimates; frees
 for sampled blocks; bad rates refused; a Python program."""
 import math
 import os
+import re
 import subprocess
 
 import pytest
@@ -24,9 +25,9 @@ INDEX = 3_125_000 * 8            # @small_index, never freed
 MEDIUM = 5120 * 4096             # allocated at @medium, each freed at once
 
 
-def record(tmp_path, program, *options, seed=SEED, args=(), name=None):
+def record(tmp_path, program, *options, seed=SEED, args=(), name=None, env_extra=None):
     capture = tmp_path / f"{name or program}.mlens"
-    env = dict(os.environ, MEMLENS_SAMPLE_SEED=seed)
+    env = dict(os.environ, MEMLENS_SAMPLE_SEED=seed, **(env_extra or {}))
     proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), *options, "--",
                            str(PROGRAMS / program), *args],
                           capture_output=True, text=True, timeout=300, env=env)
@@ -208,17 +209,15 @@ def test_python_program_sampled_through_python_m_memlens(tmp_path):
                                                                       exact[key])
 
 
-def test_a_realloc_chain_sampled_leaves_only_its_live_blocks(tmp_path):
-    """realloc_chain grows one block from 16 to 4096 bytes, frees another with realloc(q, 0)
-    and keeps a third through a failed realloc. Whichever links of the chain are sampled (12
-    seeds at one byte in 64: from 22% of the 16-byte block to all of the 4096-byte one), a
-    realloc of a sampled block records its release and one of an unsampled block records
-    nothing, so only the two blocks live at exit are leaked, each weighted by its own size."""
+def sampled_realloc_chains(tmp_path, env_extra=None):
+    """realloc_chain recorded under 12 seeds at one byte in 64; checks every capture and returns
+    the processes' stderr."""
     live = {"grow": 4096, "survivor": 50}
-    first_sampled = []
+    first_sampled, stderr = [], []
     for seed in range(1, 13):
         r = record(tmp_path, "realloc_chain", "--sample-rate", "64", seed=str(seed),
-                   name=f"seed{seed}")
+                   name=f"seed{seed}", env_extra=env_extra)
+        stderr.append(r.proc.stderr)
         rows = {marker: r.rows_at("realloc_chain.c", marker)
                 for marker in ("first", "grow", "realloc_null", "survivor")}
         for marker, found in rows.items():
@@ -231,3 +230,30 @@ def test_a_realloc_chain_sampled_leaves_only_its_live_blocks(tmp_path):
         assert sum(row["leaked_bytes"] for row in rows["grow"]) > 0, seed  # p(4096) = 1 - e^-64
         first_sampled.append(bool(rows["first"]))
     assert any(first_sampled) and not all(first_sampled), first_sampled
+    return stderr
+
+
+def test_a_realloc_chain_sampled_leaves_only_its_live_blocks(tmp_path):
+    """realloc_chain grows one block from 16 to 4096 bytes, frees another with realloc(q, 0)
+    and keeps a third through a failed realloc. Whichever links of the chain are sampled (12
+    seeds at one byte in 64: from 22% of the 16-byte block to all of the 4096-byte one), a
+    realloc of a sampled block records its release and one of an unsampled block records
+    nothing, so only the two blocks live at exit are leaked, each weighted by its own size."""
+    sampled_realloc_chains(tmp_path)
+
+
+def test_sampling_in_front_of_another_allocator(tmp_path):
+    """With an allocator other than the C library's behind the agent (preloaded after it, as a
+    program's jemalloc would be), the interposers cannot jump straight to the C library: every
+    call takes the guarded full path into that allocator. The sampled figures must be the same
+    as with glibc's, the allocator must have served the program, and the chunks it maps for
+    itself, in sampled and unsampled calls alike, are not the program's mappings: under the
+    guard they are not recorded (unguarded, realloc_chain's would show some 70 KiB)."""
+    bump = PROGRAMS / "libbump_alloc.so"
+    stderr = sampled_realloc_chains(tmp_path, env_extra={"LD_PRELOAD": str(bump)})
+    for text in stderr:
+        served = [int(n) for n in re.findall(r"bump_alloc: (\d+) blocks", text)]
+        assert served and served[0] > 0, text  # the first line is the recorded program's
+    for capture in tmp_path.glob("seed*.mlens"):
+        totals = Recorded(None, capture).analyze("summary")["totals"]
+        assert totals["in_use_at_exit_mmap_bytes"] == 0, capture.name

@@ -44,6 +44,15 @@ inline bool EnterFrom(const void* caller) {
 }
 #define Enter() EnterFrom(__builtin_return_address(0))
 
+// A call that is not recorded (the agent's own, or one made while not recording) still runs the
+// real function under the guard: an allocator other than the C library's may map memory or
+// allocate through our hooks while serving it, and none of that is the program's.
+template <typename Call>
+inline auto Unrecorded(Call call) {
+  HookGuard guard;
+  return call();
+}
+
 // exec returned: it failed, and this image records on.
 void AfterFailedExec() {
   int saved_errno = errno;
@@ -67,7 +76,7 @@ extern "C" {
 __attribute__((noinline)) static void* MallocFull(const void* caller, size_t size) {
   if (real::Resolving()) return real::BootstrapAlloc(size, 16);
   if (!EnterFrom(caller)) {
-    void* p = real::malloc(size);
+    void* p = Unrecorded([&] { return real::malloc(size); });
     if (p) memlens::agent::PassOverUnrecorded(size);
     return p;
   }
@@ -83,7 +92,7 @@ __attribute__((visibility("default"))) void* malloc(size_t size) {
 }
 
 __attribute__((noinline)) static void FreeFull(const void* caller, void* ptr) {
-  if (!EnterFrom(caller)) return real::free(ptr);
+  if (!EnterFrom(caller)) return Unrecorded([&] { real::free(ptr); });
   HookGuard guard;
   RecordRelease(EventKind::kFree, ptr, 0);  // before the real free: see recorder.h
   real::free(ptr);
@@ -98,7 +107,7 @@ __attribute__((visibility("default"))) void free(void* ptr) {
 __attribute__((noinline)) static void* CallocFull(const void* caller, size_t n, size_t size) {
   if (real::Resolving()) return BootstrapCalloc(n, size);
   if (!EnterFrom(caller)) {
-    void* p = real::calloc(n, size);
+    void* p = Unrecorded([&] { return real::calloc(n, size); });
     if (p) memlens::agent::PassOverUnrecorded(n * size);
     return p;
   }
@@ -125,7 +134,7 @@ __attribute__((noinline)) static void* ReallocCommon(const void* caller, void* p
   size_t total;
   bool overflow = __builtin_mul_overflow(n, size, &total);
   if (!EnterFrom(caller)) {
-    void* p = call(ptr, n, size);
+    void* p = Unrecorded([&] { return call(ptr, n, size); });
     if (p) memlens::agent::PassOverUnrecorded(total);
     return p;
   }
@@ -169,7 +178,7 @@ __attribute__((visibility("default"))) int posix_memalign(void** out, size_t ali
     *out = real::BootstrapAlloc(size, alignment);
     return *out ? 0 : ENOMEM;
   }
-  if (!Enter()) return real::posix_memalign(out, alignment, size);
+  if (!Enter()) return Unrecorded([&] { return real::posix_memalign(out, alignment, size); });
   HookGuard guard;
   int rc = real::posix_memalign(out, alignment, size);
   if (rc == 0) RecordAlloc(EventKind::kPosixMemalign, *out, size);
@@ -179,7 +188,7 @@ __attribute__((visibility("default"))) int posix_memalign(void** out, size_t ali
 #define MEMLENS_ALIGNED_INTERPOSER(name, kind)                                        \
   __attribute__((visibility("default"))) void* name(size_t alignment, size_t size) { \
     if (real::Resolving()) return real::BootstrapAlloc(size, alignment);              \
-    if (!Enter()) return real::name(alignment, size);                                 \
+    if (!Enter()) return Unrecorded([&] { return real::name(alignment, size); });     \
     HookGuard guard;                                                                  \
     void* p = real::name(alignment, size);                                            \
     if (p) RecordAlloc(kind, p, size);                                                \
@@ -190,7 +199,7 @@ MEMLENS_ALIGNED_INTERPOSER(memalign, EventKind::kMemalign)
 #undef MEMLENS_ALIGNED_INTERPOSER
 
 __attribute__((visibility("default"))) void* valloc(size_t size) {
-  if (!Enter()) return real::valloc(size);
+  if (!Enter()) return Unrecorded([&] { return real::valloc(size); });
   HookGuard guard;
   void* p = real::valloc(size);
   if (p) RecordAlloc(EventKind::kValloc, p, size);
@@ -198,7 +207,7 @@ __attribute__((visibility("default"))) void* valloc(size_t size) {
 }
 
 __attribute__((visibility("default"))) void* pvalloc(size_t size) {
-  if (!Enter()) return real::pvalloc(size);
+  if (!Enter()) return Unrecorded([&] { return real::pvalloc(size); });
   HookGuard guard;
   void* p = real::pvalloc(size);
   // pvalloc rounds the size up to whole pages; record what the program received.

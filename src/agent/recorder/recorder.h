@@ -57,13 +57,17 @@ inline bool ShouldRecord(const void* caller) {
          !IsOwnCode(reinterpret_cast<uintptr_t>(caller));
 }
 
-// RAII: marks the thread as inside the agent, so allocations we cause are not recorded.
+// RAII: marks the thread as inside the agent, so allocations we cause are not recorded. It may
+// nest (a call the agent does not record runs under one too): it puts back what it found.
 class HookGuard {
  public:
-  HookGuard() { t_in_hook = true; }
-  ~HookGuard() { t_in_hook = false; }
+  HookGuard() : was_in_hook_(t_in_hook) { t_in_hook = true; }
+  ~HookGuard() { t_in_hook = was_in_hook_; }
   HookGuard(const HookGuard&) = delete;
   HookGuard& operator=(const HookGuard&) = delete;
+
+ private:
+  bool was_in_hook_;
 };
 
 // All must be called under a HookGuard. RecordAlloc and RecordAnnotated capture the caller's
