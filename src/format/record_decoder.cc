@@ -2,6 +2,7 @@
 #include "format/record_decoder.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 #include <vector>
 
@@ -125,7 +126,7 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
   for (const auto& [thread, count] : batches) {
     Event e;
     e.thread = thread;
-    DecodeState::ThreadAllocations& list = state->allocations[thread];
+    ReachableAllocations& list = state->allocations[thread];
     std::vector<uint64_t>& listed = list.addresses;
     uint64_t seq = 0, stack = 0, last_address = 0;
     for (uint64_t k = 0; k < count; ++k) {
@@ -147,7 +148,7 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
         // Only a reference into this chunk moves the chain, so that this chunk's addresses
         // decode without the chunks before (a reader resuming at a checkpoint needs that).
         if (listed.size() - back >= list.current) last_address = RotateAddress(e.address);
-      } else if (mode == EventDecoding::kAllocations && !state->previous_known) {
+      } else if (mode == EventDecoding::kAllocations && !state->previous_known()) {
         e.address = 0;  // an allocation of a skipped chunk: not needed here
       } else {
         *error = "a release refers back to allocation " + std::to_string(back) +
@@ -180,27 +181,12 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
 }  // namespace
 
 void DecodeState::StartChunk(EventDecoding events) {
-  if (chunk_decoded_) {
-    decoded_since_skip_ = std::min(decoded_since_skip_ + 1, kReleaseReachChunks);
-  } else {
-    decoded_since_skip_ = 0;
-  }
+  decoded_since_skip_ = chunk_decoded_ ? std::min(decoded_since_skip_ + 1, kReleaseReachChunks) : 0;
   chunk_decoded_ = events != EventDecoding::kSkip;
-  previous_known = decoded_since_skip_ == kReleaseReachChunks;
   if (decoded_since_skip_ == 0) allocations.clear();  // the chunk before was stepped over
   for (auto it = allocations.begin(); it != allocations.end();) {
-    ThreadAllocations& list = it->second;
-    list.previous.push_back(list.addresses.size() - list.current);
-    if (list.previous.size() > kReleaseReachChunks) {
-      list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.previous.front());
-      list.previous.pop_front();
-    }
-    if (list.addresses.empty()) {
-      it = allocations.erase(it);
-      continue;
-    }
-    list.current = list.addresses.size();
-    ++it;
+    it->second.NextChunk();
+    it = it->second.addresses.empty() ? allocations.erase(it) : std::next(it);
   }
 }
 

@@ -6,12 +6,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "format/reachable_allocations.h"
 #include "format/records.h"
 
 namespace memlens::format {
@@ -48,24 +48,16 @@ enum class EventDecoding : uint8_t {
 // one across the chunks of a capture, in file order; a kProcess record resets it.
 class DecodeState {
  public:
-  // The allocations of one thread in the chunks before that are still in reach, then in this one.
-  struct ThreadAllocations {
-    std::vector<uint64_t> addresses;
-    size_t current = 0;           // where this chunk's begin
-    std::deque<size_t> previous;  // allocations in each earlier chunk in reach, oldest first
-  };
-
   uint64_t stack_nodes = 0;  // nodes of the image so far
-  std::unordered_map<uint32_t, ThreadAllocations> allocations;
-  // False when a chunk in reach was stepped over (kSkip): its allocations are not known.
-  bool previous_known = true;
+  std::unordered_map<uint32_t, ReachableAllocations> allocations;  // by thread index
 
   void StartImage() {
     stack_nodes = 0;
     allocations.clear();
-    previous_known = true;
     decoded_since_skip_ = kReleaseReachChunks;
   }
+  // False when a chunk in reach was stepped over (kSkip): its allocations are not known.
+  bool previous_known() const { return decoded_since_skip_ == kReleaseReachChunks; }
   // At the start of every chunk: the allocations of the chunk before join the earlier ones, and
   // those of the chunk that falls out of reach are forgotten.
   void StartChunk(EventDecoding events);

@@ -1,6 +1,8 @@
 // src/format/record_encoder.cc: see record_encoder.h; layout in docs/capture-format.md.
 #include "format/record_encoder.h"
 
+#include <iterator>
+
 #include "base/varint.h"
 
 namespace memlens::format {
@@ -213,22 +215,11 @@ void RecordEncoder::FinishEvents() {
 }
 
 // Back-references reach kReleaseReachChunks chunks back: forget the allocations of the chunk
-// that falls out of reach (the recent table needs no clearing: its hits are checked). A chunk
-// without allocations of a thread still counts: the reader counts chunks, not allocations.
+// that falls out of reach (the recent table needs no clearing: its hits are checked).
 void RecordEncoder::NextChunk() {
   for (auto it = thread_allocations_.begin(); it != thread_allocations_.end();) {
-    ThreadAllocations& list = it->second;
-    list.previous.push_back(list.addresses.size() - list.current);
-    if (list.previous.size() > kReleaseReachChunks) {
-      list.addresses.erase(list.addresses.begin(), list.addresses.begin() + list.previous.front());
-      list.previous.pop_front();
-    }
-    list.current = list.addresses.size();
-    if (list.addresses.empty()) {
-      it = thread_allocations_.erase(it);
-    } else {
-      ++it;
-    }
+    it->second.NextChunk();
+    it = it->second.addresses.empty() ? thread_allocations_.erase(it) : std::next(it);
   }
 }
 

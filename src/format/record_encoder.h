@@ -5,11 +5,11 @@
 // Field layout of each record: docs/capture-format.md.
 #pragma once
 
-#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "format/reachable_allocations.h"
 #include "format/records.h"
 
 namespace memlens::format {
@@ -47,19 +47,12 @@ class RecordEncoder {
   size_t pending_events() const { return kinds_.size(); }
 
  private:
-  // A thread's allocations in the last kReleaseReachChunks chunks and this one, as the reader
-  // keeps them, and the back-references its releases used last. Memory: 8 bytes per
-  // allocation of those chunks, all threads together.
-  struct ThreadAllocations {
-    std::vector<uint64_t> addresses;
-    size_t current = 0;   // where this chunk's begin in addresses
-    std::deque<size_t> previous;  // allocations in each earlier chunk still reachable, oldest first
-    uint64_t count = 0;   // allocations since the start: addresses.back() is the count-th
+  // A thread's reachable allocations, as the reader keeps them, and the back-references its
+  // releases used last. Memory: 8 bytes per allocation in reach, all threads together.
+  struct ThreadAllocations : ReachableAllocations {
+    uint64_t count = 0;        // allocations since the start: addresses.back() is the count-th
     uint64_t last_back = 0;    // the last back-reference: right for runs of the same one
     uint64_t window_back = 0;  // the last above 1: a FIFO window, right again after temporaries
-    bool Holds(uint64_t back, uint64_t address) const {
-      return back != 0 && back <= addresses.size() && addresses[addresses.size() - back] == address;
-    }
   };
   // Where a recent allocation sits in its thread's list, direct-mapped by address: found again
   // there when the guesses (the last back-reference, which is right for FIFO windows, and 1,

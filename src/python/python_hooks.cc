@@ -150,15 +150,24 @@ inline bool ReleasesUnsampled(const void* ptr) {
   return !g_sampled->MaybeSampled(reinterpret_cast<uintptr_t>(ptr));
 }
 
+// The thread marked as inside the agent for a scope, as the agent's HookGuard does.
+class InsideAgent {
+ public:
+  InsideAgent() : in_hook_(AgentThreadLocal<bool>(g_in_hook_offset)), was_(*in_hook_) {
+    *in_hook_ = true;
+  }
+  ~InsideAgent() { *in_hook_ = was_; }
+
+ private:
+  bool* in_hook_;
+  bool was_;
+};
+
 // The real call, with the thread marked as inside the agent.
 template <typename Call>
 inline auto Guarded(Call call) {
-  bool* in_hook = AgentThreadLocal<bool>(g_in_hook_offset);
-  bool nested = *in_hook;
-  *in_hook = true;
-  auto result = call();
-  *in_hook = nested;
-  return result;
+  InsideAgent guard;
+  return call();
 }
 
 // Each wrapper tries the short path inline and leaves the full path, which records, out of line:
@@ -234,11 +243,7 @@ __attribute__((noinline)) void FreeFull(void* ctx, void* ptr, const void* caller
 void Free(void* ctx, void* ptr) {
   if (ptr && g_sampling && ReleasesUnsampled(ptr)) {
     const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
-    Guarded([&] {
-      real.free(real.ctx, ptr);
-      return 0;
-    });
-    return;
+    return Guarded([&] { real.free(real.ctx, ptr); });
   }
   FreeFull(ctx, ptr, __builtin_return_address(0));
 }
