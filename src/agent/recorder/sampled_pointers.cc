@@ -2,6 +2,7 @@
 #include "agent/recorder/sampled_pointers.h"
 
 #include <sched.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -10,17 +11,20 @@
 namespace memlens::agent {
 namespace {
 
-// Bounded waits: spin briefly (the holder is a few instructions from done), then yield the CPU
-// (the holder may have been preempted, or be mapping a bigger table), then give up.
+// Bounded waits: spin briefly (the holder is a few instructions from done), then yield the CPU,
+// then sleep: a holder that was preempted inside its few instructions runs again within a
+// scheduler tick or two, and a program with more threads than cores preempts holders often
+// (churn with 4 threads on 2 cores lost a few sampled blocks per run to the yields alone). Only
+// a lock word that stays the same for kStuckNs means a holder that will not come back (a
+// thread that jumped out of a signal handler, or is stopped by a debugger): then give up.
 constexpr int kSpins = 128;
-constexpr int kAttempts = 512;
+constexpr int kYields = 384;
+constexpr uint64_t kStuckNs = 100000000;  // 100 ms
 
-void Backoff(int attempt) {
-  if (attempt < kSpins) {
-    __builtin_ia32_pause();
-  } else {
-    sched_yield();
-  }
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
 }
 
 }  // namespace
@@ -70,17 +74,36 @@ bool SampledPointers::Init() {
 }
 
 bool SampledPointers::Lock(Shard& shard, uint32_t* seq) {
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+  uint32_t seen = 0;
+  uint64_t seen_since = 0;  // when the lock word last changed, once sleeping
+  for (int attempt = 0;; ++attempt) {
     uint32_t s = shard.seq.load(std::memory_order_relaxed);
-    if (!(s & 1) &&
-        shard.seq.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
-                                        std::memory_order_relaxed)) {
-      *seq = s + 1;
-      return true;
+    if (!(s & 1)) {
+      if (shard.seq.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+        *seq = s + 1;
+        return true;
+      }
+      continue;  // another thread took it first
     }
-    Backoff(attempt);
+    if (s == shard.abandoned.load(std::memory_order_relaxed)) return false;  // gave up on it
+    if (attempt < kSpins) {
+      __builtin_ia32_pause();
+    } else if (attempt < kSpins + kYields) {
+      sched_yield();
+    } else {
+      uint64_t now = MonotonicNs();
+      if (s != seen || seen_since == 0) {
+        seen = s;
+        seen_since = now;
+      } else if (now - seen_since > kStuckNs) {
+        shard.abandoned.store(s, std::memory_order_relaxed);  // the next ones give up at once
+        return false;
+      }
+      timespec pause{0, 50000};
+      nanosleep(&pause, nullptr);
+    }
   }
-  return false;
 }
 
 void SampledPointers::Unlock(Shard& shard, uint32_t seq) {

@@ -22,7 +22,7 @@
 // recomputed from its table, so stale bits at most double the false "maybe"s and the rebuilds
 // cost at most a few slot reads per removal.
 
-// Concurrency: each shard has a lock word (odd while held), taken with a bounded try-lock by
+// Concurrency: each shard has a lock word (odd while held), taken with a bounded wait by
 // the rare calls that get past the filter: a sampled allocation, the free of a sampled block (or
 // of one whose filter bit a sampled block shares). The common question, "is this pointer
 // sampled?", asked by every free, is the filter's one load and writes nothing shared, so threads
@@ -51,8 +51,8 @@ class SampledPointers {
   bool Init();
 
   // Remembers a sampled block (overwriting a stale entry at the same address). Returns false
-  // when the shard stayed locked past the bound or no memory could be mapped: the caller drops
-  // the event.
+  // when the shard's lock holder never came back or no memory could be mapped: the caller
+  // drops the event.
   bool Insert(uint64_t address, uint64_t size);
 
   // False when the block at address is certainly not in the set: the filter's answer, inline
@@ -63,25 +63,32 @@ class SampledPointers {
   }
 
   // kTaken: the block was sampled; it is removed and its size stored in *size. kAbsent: it was
-  // not. kBusy: the shard stayed locked past the bound, so the answer is unknown.
+  // not. kBusy: the shard's lock holder never came back (sampled_pointers.cc), so the answer
+  // is unknown.
   Lookup Take(uint64_t address, uint64_t* size);
 
   size_t Count() const;  // entries in all shards; for tests, not synchronized with writers
+  // For tests: the shard of an address, and its lock taken and given back as an operation does.
+  static uint64_t ShardOf(uint64_t address) { return Hash(address) % kShards; }
+  bool LockShardOf(uint64_t address, uint32_t* seq) { return Lock(shards_[ShardOf(address)], seq); }
+  void UnlockShardOf(uint64_t address, uint32_t seq) { Unlock(shards_[ShardOf(address)], seq); }
 
  private:
   struct Slot {
     std::atomic<uint64_t> address;  // 0: empty (no live block starts at address 0)
     std::atomic<uint64_t> size;
   };
-  // 32 bytes, two shards per cache line. Every field is read and written under the lock.
-  struct Shard {
+  // A cache line each, so threads working on neighbouring shards do not share one. Every field
+  // but `abandoned` is read and written under the lock.
+  struct alignas(64) Shard {
     std::atomic<uint32_t> seq{0};  // odd: held
+    std::atomic<uint32_t> abandoned{0};  // a held lock word that stayed for kStuckNs (0: none)
     uint32_t stale = 0;  // removals since the shard's filter bits were last recomputed
     std::atomic<uint64_t> mask{0};  // slots - 1
     std::atomic<Slot*> slots{nullptr};
     uint64_t used = 0;  // under the lock only
   };
-  static_assert(sizeof(Shard) == 32, "two shards per cache line");
+  static_assert(sizeof(Shard) == 64, "a shard per cache line");
 
   // Filter words per shard. A word belongs to one shard (word % kShards), so it is only written
   // under that shard's lock.
