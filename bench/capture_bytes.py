@@ -31,7 +31,7 @@ ZSTD.ZSTD_isError.restype = ctypes.c_uint
 RECORD_NAMES = {1: "process", 2: "module", 3: "module unload", 4: "thread", 5: "stack node",
                 6: "events", 7: "time", 8: "end", 9: "drops", 10: "python code", 11: "resident",
                 12: "string", 16: "sampling"}
-COLUMNS = ["kinds", "seqs", "releases", "addresses", "sizes", "stacks"]
+COLUMNS = ["kinds", "seqs", "releases", "reuses", "addresses", "sizes", "stacks"]
 
 
 def zstd_compress(data, level=1):

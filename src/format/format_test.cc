@@ -2,6 +2,7 @@
 // DecodeRecords, and the reader's answers to damaged input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -226,10 +227,10 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
   std::string error;
   EXPECT_FALSE(DecodeRecords(std::string("\x63", 1), &c, &error));
   EXPECT_NE(error.find("unknown record type 99"), std::string::npos) << error;
-  // One batch (thread 1, one event); columns: kinds {0x7f}, seqs {0}, releases {},
+  // One batch (thread 1, one event); columns: kinds {0x7f}, seqs {0}, releases {}, reuses {},
   // addresses {width 0}, sizes {}, stacks {}.
   std::string bad_kind = std::string(1, static_cast<char>(RecordType::kEvents)) +
-                         std::string("\x01\x01\x01\x01\x7f\x01\x00\x00\x01\x00\x00\x00", 12);
+                         std::string("\x01\x01\x01\x01\x7f\x01\x00\x00\x00\x01\x00\x00\x00", 13);
   EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
   // A sampling rate of 0 would divide by zero in every estimate: refused.
@@ -241,7 +242,7 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
 TEST(Records, BatchCountsMustMatchTheColumns) {
   // Two batches claiming 5 events each, but one kind byte: rejected before any column is read.
   std::string lying = std::string(1, static_cast<char>(RecordType::kEvents)) +
-                      std::string("\x02\x01\x05\x02\x05\x01\x01\x01\x00\x00\x01\x00\x00\x00", 14);
+                      std::string("\x02\x01\x05\x02\x05\x01\x01\x01\x00\x00\x00\x01\x00\x00\x00", 15);
   Collector c;
   std::string error;
   EXPECT_FALSE(DecodeRecords(lying, &c, &error));
@@ -251,7 +252,7 @@ TEST(Records, BatchCountsMustMatchTheColumns) {
 
 // The columns of the one kEvents record in `payload` (which holds nothing else), by name.
 struct EventColumns {
-  std::string kinds, seqs, releases, addresses, sizes, stacks;
+  std::string kinds, seqs, releases, reuses, addresses, sizes, stacks;
 };
 EventColumns SplitEvents(const std::string& payload) {
   const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
@@ -261,7 +262,8 @@ EventColumns SplitEvents(const std::string& payload) {
   GetVarint(&p, end, &batches);
   for (uint64_t b = 0; b < 2 * batches; ++b) GetVarint(&p, end, &v);
   EventColumns c;
-  for (std::string* column : {&c.kinds, &c.seqs, &c.releases, &c.addresses, &c.sizes, &c.stacks}) {
+  for (std::string* column :
+       {&c.kinds, &c.seqs, &c.releases, &c.reuses, &c.addresses, &c.sizes, &c.stacks}) {
     uint64_t n = 0;
     EXPECT_TRUE(GetVarint(&p, end, &n));
     column->assign(reinterpret_cast<const char*>(p), n);
@@ -356,6 +358,37 @@ TEST(EventBatches, FifoWindowCostsOneRepeatedReference) {
   ExpectSameEvents(Decode(payload), events);
 }
 
+// Each chunk's events encoded as the writer would (a kProcess first), one payload per chunk.
+std::vector<std::string> EncodeChunks(const std::vector<std::vector<Event>>& chunks) {
+  std::vector<std::string> payloads;
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Process({1, 0, 0, 0, "/bin/t", {"t"}, "0"});
+  for (const auto& chunk : chunks) {
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      if (i == 0 || chunk[i].thread != chunk[i - 1].thread) enc.BeginEvents(chunk[i].thread);
+      enc.AddEvent(chunk[i]);
+    }
+    enc.FinishEvents();
+    payloads.push_back(payload);
+    payload.clear();
+    enc.NextChunk();
+  }
+  return payloads;
+}
+
+// Read in file order from the start, each chunk decodes to its events.
+void ExpectChunksDecode(const std::vector<std::string>& payloads,
+                        const std::vector<std::vector<Event>>& events) {
+  DecodeState state;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    Collector c;
+    std::string error;
+    ASSERT_TRUE(DecodeRecords(payloads[i], &c, &error, EventDecoding::kDeliver, &state)) << error;
+    ExpectSameEvents(c.events, events[i]);
+  }
+}
+
 // Three chunks: thread 1 allocates X, W and V in chunk 1; in chunk 2 it frees X (one chunk
 // back: 3 allocations back), allocates A right after (a delta from the batch's start: the
 // reference into chunk 1 left the chain alone), frees Z that thread 2 allocated (by address:
@@ -379,19 +412,7 @@ ThreeChunks MakeThreeChunks() {
       {{9, EventKind::kFree, 0x5000, 0, 0, 1},
        {10, EventKind::kFree, 0x1010, 0, 0, 1}},
   };
-  std::string payload;
-  RecordEncoder enc(&payload);
-  enc.Process({1, 0, 0, 0, "/bin/t", {"t"}, "0"});
-  for (const auto& chunk : t.events) {
-    for (const Event& e : chunk) {
-      enc.BeginEvents(e.thread);
-      enc.AddEvent(e);
-    }
-    enc.FinishEvents();
-    t.payloads.push_back(payload);
-    payload.clear();
-    enc.NextChunk();
-  }
+  t.payloads = EncodeChunks(t.events);
   return t;
 }
 
@@ -399,13 +420,7 @@ TEST(EventBatches, ReferencesReachEarlierChunksOfTheirThread) {
   ThreeChunks t = MakeThreeChunks();
   EXPECT_EQ(SplitEvents(t.payloads[1]).releases, std::string("\x03\x00\x00", 3));
   EXPECT_EQ(SplitEvents(t.payloads[2]).releases, std::string("\x03\x01", 2));
-  DecodeState state;
-  for (size_t i = 0; i < t.payloads.size(); ++i) {
-    Collector c;
-    std::string error;
-    ASSERT_TRUE(DecodeRecords(t.payloads[i], &c, &error, EventDecoding::kDeliver, &state)) << error;
-    ExpectSameEvents(c.events, t.events[i]);
-  }
+  ExpectChunksDecode(t.payloads, t.events);
   // Without the chunk before, chunk 2's first release names nothing: corrupt.
   Collector c;
   std::string error;
@@ -427,21 +442,7 @@ std::vector<std::string> ChunksUpToTheReach(std::vector<std::vector<Event>>* eve
     if (i == last) (*events)[i].push_back({seq++, EventKind::kFree, 0x2000, 0, 0, 1});
     (*events)[i].push_back({seq++, EventKind::kMalloc, 0x8000 + 16 * i, 8, 1, 2});
   }
-  std::vector<std::string> payloads;
-  std::string payload;
-  RecordEncoder enc(&payload);
-  enc.Process({1, 0, 0, 0, "/bin/t", {"t"}, "0"});
-  for (const auto& chunk : *events) {
-    for (const Event& e : chunk) {
-      enc.BeginEvents(e.thread);
-      enc.AddEvent(e);
-    }
-    enc.FinishEvents();
-    payloads.push_back(payload);
-    payload.clear();
-    enc.NextChunk();
-  }
-  return payloads;
+  return EncodeChunks(*events);
 }
 
 TEST(EventBatches, ReferencesReachAFixedNumberOfChunksBack) {
@@ -450,13 +451,7 @@ TEST(EventBatches, ReferencesReachAFixedNumberOfChunksBack) {
   const size_t last = payloads.size() - 1;
   EXPECT_EQ(SplitEvents(payloads[last - 1]).releases, std::string("\x02", 1));  // X: 2 back
   EXPECT_EQ(SplitEvents(payloads[last]).releases, std::string("\x00", 1));      // Y: by address
-  DecodeState state;
-  for (size_t i = 0; i < payloads.size(); ++i) {
-    Collector c;
-    std::string error;
-    ASSERT_TRUE(DecodeRecords(payloads[i], &c, &error, EventDecoding::kDeliver, &state)) << error;
-    ExpectSameEvents(c.events, events[i]);
-  }
+  ExpectChunksDecode(payloads, events);
 }
 
 // A reader resuming at a checkpoint skips the chunks before, decodes the kReleaseReachChunks
@@ -502,12 +497,132 @@ TEST(EventBatches, ASkippedChunksReferencesArePassedOver) {
   ASSERT_TRUE(DecodeRecords(t.payloads[1], &allocations, &error, EventDecoding::kAllocations, &state))
       << error;
   EXPECT_TRUE(allocations.events.empty());
-  ASSERT_EQ(state.allocations.at(1).addresses, (std::vector<uint64_t>{0x1010}));
+  ASSERT_EQ(state.allocations.at(1).size(), 1u);
+  EXPECT_EQ(state.allocations.at(1).Address(1), 0x1010u);
   // Delivering chunk 2 after a skipped chunk 1 cannot be done right: corrupt, not wrong.
   DecodeState fresh;
   Collector c;
   ASSERT_TRUE(DecodeRecords(t.payloads[0], &c, &error, EventDecoding::kSkip, &fresh)) << error;
   EXPECT_FALSE(DecodeRecords(t.payloads[1], &c, &error, EventDecoding::kDeliver, &fresh));
+}
+
+// Size classes follow glibc's bins (16-byte steps, its 8-byte chunk header counted) up to 4096
+// bytes, then four per power of two, and every size has one.
+TEST(ReusedBlocks, SizeClasses) {
+  EXPECT_EQ(ReuseClass(1), ReuseClass(24));   // glibc's smallest chunk serves 1..24
+  EXPECT_NE(ReuseClass(24), ReuseClass(25));
+  EXPECT_EQ(ReuseClass(4096), 257u);
+  EXPECT_EQ(ReuseClass(4097), 258u);
+  EXPECT_EQ(ReuseClass(6144), ReuseClass(5121));
+  EXPECT_NE(ReuseClass(6144), ReuseClass(6145));
+  EXPECT_EQ(ReuseClass(~uint64_t{0}), ReusedBlocks::kClasses - 1);
+}
+
+// A rank is the age of a release among its class's last kDepth (1 = the latest), counting
+// releases whose block was taken since; a ninth release drops the oldest; classes are apart;
+// a new chunk empties every list.
+TEST(ReusedBlocks, RanksAreAgesAmongTheClasssReleases) {
+  ReusedBlocks reused;
+  ReusedBlocks::Block block;
+  EXPECT_EQ(reused.Rank(3, 0xa0, &block), 0u);
+  EXPECT_FALSE(reused.Take(3, 1, &block));
+  reused.Push(3, {0xa0, 1});
+  reused.Push(3, {0xb0, 1});
+  reused.Push(3, {0xc0, 2});
+  EXPECT_EQ(reused.Rank(3, 0xc0, &block), 1u);
+  EXPECT_EQ(reused.Rank(3, 0xa0, &block), 3u);
+  EXPECT_EQ(block.origin, 1u);
+  EXPECT_EQ(reused.Rank(4, 0xc0, &block), 0u);  // another class
+  ASSERT_TRUE(reused.Take(3, 2, &block));
+  EXPECT_EQ(block.address, 0xb0u);
+  EXPECT_FALSE(reused.Take(3, 2, &block));     // taken already
+  EXPECT_EQ(reused.Rank(3, 0xb0, &block), 0u);
+  EXPECT_EQ(reused.Rank(3, 0xa0, &block), 3u);  // the taken one still counts
+  for (uint64_t a = 0xd0; a < 0xd0 + 6 * 0x10; a += 0x10) reused.Push(3, {a, 2});
+  EXPECT_EQ(reused.Rank(3, 0xc0, &block), 7u);
+  EXPECT_EQ(reused.Rank(3, 0xa0, &block), 0u);  // the ninth release dropped it
+  reused.Push(3, {0xd0, 3});                    // released again: its latest rank wins
+  EXPECT_EQ(reused.Rank(3, 0xd0, &block), 1u);
+  EXPECT_EQ(block.origin, 3u);
+  reused.Clear();
+  EXPECT_EQ(reused.Rank(3, 0xd0, &block), 0u);
+  EXPECT_FALSE(reused.Take(3, 1, &block));
+}
+
+// A program behind an allocator that hands out the block of a size class freed last (as
+// glibc's tcache and pymalloc do): two threads, each freeing blocks 1 to 4000 events after
+// allocating them, so blocks are freed and handed out again chunk after chunk.
+struct ReusingProgram {
+  std::vector<std::vector<Event>> chunks;  // the events of each chunk
+  std::vector<std::string> payloads;
+};
+ReusingProgram MakeReusingProgram() {
+  ReusingProgram p;
+  constexpr int kChunks = 3 * static_cast<int>(kResumeChunks), kPerChunk = 3000;
+  uint64_t rng = 88172645463325252ull, seq = 0, top = 0x7f0000000000;
+  auto next = [&rng] { return rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; };
+  struct Live {
+    uint64_t address, size, free_at;
+  };
+  std::vector<Live> live[2];
+  std::vector<uint64_t> freed[2][33];  // per thread and 16-byte class: LIFO
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    std::vector<Event>& events = p.chunks.emplace_back();
+    for (int i = 0; i < kPerChunk; ++i) {
+      uint32_t thread = next() % 2;
+      std::vector<Live>& mine = live[thread];
+      auto due = std::find_if(mine.begin(), mine.end(), [&](const Live& b) { return b.free_at <= seq; });
+      if (due != mine.end()) {
+        events.push_back({seq++, EventKind::kFree, due->address, 0, 0, thread});
+        freed[thread][(due->size + 15) / 16].push_back(due->address);
+        mine.erase(due);
+        continue;
+      }
+      uint64_t size = 16 * (1 + next() % 32);
+      std::vector<uint64_t>& bin = freed[thread][size / 16];
+      uint64_t address = top;
+      if (!bin.empty()) {
+        address = bin.back();
+        bin.pop_back();
+      } else {
+        top += 512;
+      }
+      mine.push_back({address, size, seq + 1 + next() % 4000});
+      events.push_back({seq++, EventKind::kMalloc, address, size, 1 + next() % 50, thread});
+    }
+  }
+  p.payloads = EncodeChunks(p.chunks);
+  return p;
+}
+
+// Allocations of blocks freed earlier in their chunk are coded as reuses; every chunk decodes
+// to its events read from the start, and read from a resumed position with the kResumeChunks
+// chunks before it decoded for their allocations.
+TEST(EventBatches, ReusedBlocksDecodeFromTheStartAndWhenResumed) {
+  ReusingProgram p = MakeReusingProgram();
+  size_t allocations = 0, reuses = 0;
+  for (size_t i = 1; i < p.payloads.size(); ++i) {  // (the first begins with the kProcess)
+    EventColumns c = SplitEvents(p.payloads[i]);
+    for (char rank : c.reuses) {
+      ++allocations;
+      reuses += rank != 0;
+    }
+  }
+  EXPECT_GT(reuses, allocations / 3) << "of " << allocations;
+  ExpectChunksDecode(p.payloads, p.chunks);
+  for (size_t deliver = kResumeChunks + 1; deliver < p.payloads.size(); ++deliver) {
+    DecodeState state;
+    Collector c;
+    std::string error;
+    for (size_t i = 0; i < deliver; ++i) {
+      auto mode = i + kResumeChunks < deliver ? EventDecoding::kSkip : EventDecoding::kAllocations;
+      ASSERT_TRUE(DecodeRecords(p.payloads[i], &c, &error, mode, &state)) << error;
+    }
+    ASSERT_TRUE(c.events.empty());
+    ASSERT_TRUE(DecodeRecords(p.payloads[deliver], &c, &error, EventDecoding::kDeliver, &state))
+        << "chunk " << deliver << ": " << error;
+    ExpectSameEvents(c.events, p.chunks[deliver]);
+  }
 }
 
 // A new program image starts over: a reference into the previous image's chunk is corrupt.
@@ -552,20 +667,23 @@ TEST(Records, StackNodeParentsAreCodedRelativeToTheNode) {
   EXPECT_NE(error.find("names a parent after it"), std::string::npos) << error;
 }
 
-// A kEvents record of one batch (thread 1) from hand-made columns.
+// A kEvents record of one batch (thread 1) from hand-made columns; every size is 8, and every
+// allocation's reuse rank 0 unless `reuses` is given.
 std::string EventsRecord(uint64_t count, const std::string& kinds, const std::string& releases,
-                         const std::string& addresses) {
+                         const std::string& addresses, const std::string* reuses = nullptr) {
   std::string r(1, static_cast<char>(RecordType::kEvents));
   PutVarint(&r, 1);
   PutVarint(&r, 1);
   PutVarint(&r, count);
-  std::string seqs(count, '\0'), sizes, stacks;
+  std::string seqs(count, '\0'), sizes, stacks, ranks;
   for (char kind : kinds) {
     if (HasSize(static_cast<EventKind>(kind))) sizes.push_back(8);
     if (HasStack(static_cast<EventKind>(kind))) stacks.push_back(2);
+    if (AddressChain(static_cast<EventKind>(kind)) == 0) ranks.push_back('\0');
   }
-  for (const std::string* column :
-       std::initializer_list<const std::string*>{&kinds, &seqs, &releases, &addresses, &sizes, &stacks}) {
+  if (reuses) ranks = *reuses;
+  for (const std::string* column : std::initializer_list<const std::string*>{
+           &kinds, &seqs, &releases, &ranks, &addresses, &sizes, &stacks}) {
     PutVarint(&r, column->size());
     r.append(*column);
   }
@@ -574,6 +692,7 @@ std::string EventsRecord(uint64_t count, const std::string& kinds, const std::st
 
 TEST(EventBatches, BadReferencesAndAddressColumnsAreCorruption) {
   const char kMalloc = 1, kFree = 16;
+  const std::string rank_1 = "\x01", ranks_0_2("\x00\x02", 2), ranks_0_1("\x00\x01", 2);
   struct Case {
     std::string record, message;
   } cases[] = {
@@ -589,6 +708,10 @@ TEST(EventBatches, BadReferencesAndAddressColumnsAreCorruption) {
       {EventsRecord(1, {kMalloc}, "", "\x02\x20\x00\x01"), "bad address column"},
       // A release without its releases entry.
       {EventsRecord(2, {kMalloc, kFree}, "", "\x01\x20"), "ends early"},
+      // An allocation that reuses a block of its class when none was freed in the chunk.
+      {EventsRecord(1, {kMalloc}, "", std::string("\x00", 1), &rank_1), "reused block 1"},
+      // ...or the 2nd latest when one was.
+      {EventsRecord(3, {kMalloc, kFree, kMalloc}, "\x01", "\x01\x20", &ranks_0_2), "reused block 2"},
   };
   for (const Case& t : cases) {
     Collector c;
@@ -603,6 +726,13 @@ TEST(EventBatches, BadReferencesAndAddressColumnsAreCorruption) {
       << error;
   ASSERT_EQ(c.events.size(), 2u);
   EXPECT_EQ(c.events[1].address, 0x200u);
+  // And of the last: malloc 0x200, its free, and a malloc that gets the block back.
+  Collector reused;
+  ASSERT_TRUE(DecodeRecords(EventsRecord(3, {kMalloc, kFree, kMalloc}, "\x01", "\x01\x40", &ranks_0_1),
+                            &reused, &error))
+      << error;
+  ASSERT_EQ(reused.events.size(), 3u);
+  EXPECT_EQ(reused.events[2].address, 0x200u);
 }
 
 TEST(EventBatches, DamagedRecordsAreReportedNeverOverread) {

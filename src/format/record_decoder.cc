@@ -91,7 +91,8 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
     batches.push_back({thread, count});
   }
   Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), releases = TakeColumn(c),
-         addresses = TakeColumn(c), sizes = TakeColumn(c), stacks = TakeColumn(c);
+         reuses = TakeColumn(c), addresses = TakeColumn(c), sizes = TakeColumn(c),
+         stacks = TakeColumn(c);
   if (!c->ok()) return false;
   if (mode == EventDecoding::kSkip) return true;  // the columns are stepped over
   const bool deliver = mode == EventDecoding::kDeliver;
@@ -123,11 +124,15 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
     ++next_value;
     return static_cast<uint64_t>(UnZigZag(zigzag));
   };
+  // Chunks before the first decoded one may be missing from what this chunk's events are coded
+  // against; with kAllocations that is allowed until kResumeChunks are decoded (the addresses
+  // it gets wrong are not ones a delivered chunk names), and the address is then 0.
+  const bool tolerant = mode == EventDecoding::kAllocations && !state->previous_known();
+  const uint32_t chunk = state->chunk();
   for (const auto& [thread, count] : batches) {
     Event e;
     e.thread = thread;
     ReachableAllocations& list = state->allocations[thread];
-    std::vector<uint64_t>& listed = list.addresses;
     uint64_t seq = 0, stack = 0, last_address = 0;
     for (uint64_t k = 0; k < count; ++k) {
       uint8_t kind = kinds.Byte();
@@ -139,36 +144,73 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
       e.kind = static_cast<EventKind>(kind);
       uint64_t gap = seqs.Varint();
       seq = k == 0 ? gap : seq + gap + 1;
-      uint64_t back = AddressChain(e.kind) == 0 ? 0 : releases.Varint();
-      if (back == 0) {
+      e.size = HasSize(e.kind) ? sizes.Varint() : 0;
+      // The address: in full (a delta on the chain), a back-reference, or a reused block. The
+      // chain moves only to addresses coded in full in this chunk (see the encoder).
+      bool coded_in_full = true;
+      bool moves_chain = true;
+      uint32_t origin = chunk;
+      if (AddressChain(e.kind) == 0) {
+        uint64_t rank = reuses.Varint();  // 0: the address is in full
+        ReusedBlocks::Block block;
+        if (rank == 0) {
+          // (coded in full)
+        } else if (rank <= ReusedBlocks::kDepth &&
+                   list.reused.Take(ReuseClass(e.size), static_cast<uint32_t>(rank), &block)) {
+          e.address = block.address;
+          origin = block.origin;
+          coded_in_full = false;
+          moves_chain = origin == chunk;
+        } else if (tolerant) {
+          e.address = 0;
+          origin = chunk - static_cast<uint32_t>(kResumeChunks);  // unknown: never moves a chain
+          coded_in_full = moves_chain = false;
+        } else {
+          *error = "an allocation names reused block " + std::to_string(rank) +
+                   " of its size class, beyond those its thread released in the chunk";
+          return false;
+        }
+      } else {
+        uint64_t back = releases.Varint();  // 0: the address is in full
+        if (back == 0) {
+          // (coded in full)
+        } else if (back <= list.size()) {
+          e.address = list.Address(back);
+          coded_in_full = false;
+          moves_chain = list.InCurrentChunk(back) && list.Origin(back) == chunk;
+          list.Released(e.kind, back);
+        } else if (tolerant) {
+          e.address = 0;  // an allocation of a skipped chunk: not needed here
+          coded_in_full = moves_chain = false;
+        } else {
+          *error = "a release refers back to allocation " + std::to_string(back) +
+                   " of its thread, beyond those decoded";
+          return false;
+        }
+      }
+      if (coded_in_full) {
         last_address += next_delta();
         e.address = UnrotateAddress(last_address);
-      } else if (back <= listed.size()) {
-        e.address = listed[listed.size() - back];
-        // Only a reference into this chunk moves the chain, so that this chunk's addresses
-        // decode without the chunks before (a reader resuming at a checkpoint needs that).
-        if (listed.size() - back >= list.current) last_address = RotateAddress(e.address);
-      } else if (mode == EventDecoding::kAllocations && !state->previous_known()) {
-        e.address = 0;  // an allocation of a skipped chunk: not needed here
-      } else {
-        *error = "a release refers back to allocation " + std::to_string(back) +
-                 " of its thread, beyond those decoded";
-        return false;
+      } else if (moves_chain) {
+        last_address = RotateAddress(e.address);
       }
-      if (AddressChain(e.kind) == 0) listed.push_back(e.address);
+      if (AddressChain(e.kind) == 0) list.Add(e.address, e.size, origin);
       e.seq = seq;
-      e.size = HasSize(e.kind) ? sizes.Varint() : 0;
       if (HasStack(e.kind)) {
         stack += static_cast<uint64_t>(stacks.SignedVarint());
         e.stack = stack;
       } else {
         e.stack = 0;
       }
-      if (!seqs.ok() || !releases.ok() || !values_ok || !sizes.ok() || !stacks.ok()) break;
+      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !values_ok || !sizes.ok() ||
+          !stacks.ok()) {
+        break;
+      }
       if (deliver) v->OnEvent(e);
     }
   }
-  bool complete = kinds.ok() && seqs.ok() && releases.ok() && values_ok && sizes.ok() && stacks.ok();
+  bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && values_ok &&
+                  sizes.ok() && stacks.ok();
   if (!complete) {
     *error = "an event column ends early";
   } else if (next_value != values) {
@@ -181,12 +223,13 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
 }  // namespace
 
 void DecodeState::StartChunk(EventDecoding events) {
-  decoded_since_skip_ = chunk_decoded_ ? std::min(decoded_since_skip_ + 1, kReleaseReachChunks) : 0;
+  ++chunk_;
+  decoded_since_skip_ = chunk_decoded_ ? std::min(decoded_since_skip_ + 1, kResumeChunks) : 0;
   chunk_decoded_ = events != EventDecoding::kSkip;
   if (decoded_since_skip_ == 0) allocations.clear();  // the chunk before was stepped over
   for (auto it = allocations.begin(); it != allocations.end();) {
     it->second.NextChunk();
-    it = it->second.addresses.empty() ? allocations.erase(it) : std::next(it);
+    it = it->second.empty() ? allocations.erase(it) : std::next(it);
   }
 }
 

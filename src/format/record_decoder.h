@@ -44,8 +44,9 @@ enum class EventDecoding : uint8_t {
 
 // What a chunk's decoding needs from the chunks before it in its program image: how many stack
 // nodes there are (a node's parent is coded relative to its id) and each thread's allocations
-// of the kReleaseReachChunks chunks before (a release may refer back to them). A reader keeps
-// one across the chunks of a capture, in file order; a kProcess record resets it.
+// of the kReleaseReachChunks chunks before (a release may refer back to them), with their sizes
+// and origins (a released block may be reused). A reader keeps one across the chunks of a
+// capture, in file order; a kProcess record resets it.
 class DecodeState {
  public:
   uint64_t stack_nodes = 0;  // nodes of the image so far
@@ -54,24 +55,29 @@ class DecodeState {
   void StartImage() {
     stack_nodes = 0;
     allocations.clear();
-    decoded_since_skip_ = kReleaseReachChunks;
+    decoded_since_skip_ = kResumeChunks;
   }
-  // False when a chunk in reach was stepped over (kSkip): its allocations are not known.
-  bool previous_known() const { return decoded_since_skip_ == kReleaseReachChunks; }
+  // False when one of the kResumeChunks chunks before was stepped over (kSkip): allocations in
+  // reach may have been decoded wrong.
+  bool previous_known() const { return decoded_since_skip_ == kResumeChunks; }
+  // Chunks started so far: the origins of addresses are counted in them.
+  uint32_t chunk() const { return chunk_; }
   // At the start of every chunk: the allocations of the chunk before join the earlier ones, and
   // those of the chunk that falls out of reach are forgotten.
   void StartChunk(EventDecoding events);
 
  private:
   bool chunk_decoded_ = true;  // the events of the chunk being decoded are (kSkip: not)
-  size_t decoded_since_skip_ = kReleaseReachChunks;  // chunks decoded since the last skipped one
+  size_t decoded_since_skip_ = kResumeChunks;  // chunks decoded since the last skipped one
+  uint32_t chunk_ = 0;
 };
 
 // Returns false and sets *error (naming the payload offset) on malformed input. Records before
 // the bad one have already been delivered. Without a state the payload is decoded as the first
-// chunk of an image. A release that refers to a chunk in reach whose events were skipped is
-// corrupt with kDeliver; with kAllocations it is passed over (it does not change the
-// address chain: docs/capture-format.md, section 5). With metadata given, the bytes of every
+// chunk of an image. A release that refers to a chunk in reach whose events were skipped, or an
+// allocation that names a reused block its thread's lists lack, is corrupt with kDeliver; with
+// kAllocations, until kResumeChunks chunks have been decoded, its address is taken as 0 and
+// leaves the address chain alone (docs/capture-format.md, section 5). With metadata given, the bytes of every
 // record but the event batches are appended to it: a payload of the chunk's metadata alone,
 // which decodes to the same records (the snapshot index keeps it).
 bool DecodeRecords(std::string_view payload, RecordVisitor* visitor, std::string* error,

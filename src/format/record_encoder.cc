@@ -120,7 +120,7 @@ void RecordEncoder::BeginEvents(uint32_t thread) {
 
 uint64_t RecordEncoder::BackReference(uint64_t address) {
   ThreadAllocations& mine = *batch_allocations_;
-  if (address == 0 || mine.addresses.empty()) return 0;
+  if (address == 0 || mine.empty()) return 0;
   uint64_t back = 0;
   if (mine.Holds(mine.last_back, address)) {
     back = mine.last_back;
@@ -140,9 +140,9 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
   return back;
 }
 
-void RecordEncoder::NoteAllocation(uint64_t address) {
+void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t origin) {
   ThreadAllocations& mine = *batch_allocations_;
-  mine.addresses.push_back(address);
+  mine.Add(address, size, origin);
   ++mine.count;
   if (address == 0) return;
   if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
@@ -154,23 +154,42 @@ void RecordEncoder::AddEvent(const Event& e) {
   kinds_.push_back(static_cast<char>(e.kind));
   // Seqs rise within a batch: store the gap minus one (0 for a single-threaded program).
   PutVarint(&seqs_, first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
-  uint64_t rotated = RotateAddress(e.address);
-  bool has_stack = HasStack(e.kind);
-  uint64_t reference = 0;
+  const uint64_t rotated = RotateAddress(e.address);
+  const uint64_t size = HasSize(e.kind) ? e.size : 0;
+  ThreadAllocations& mine = *batch_allocations_;
+  // The address chain moves only to addresses coded in full in this chunk, so that a reader
+  // resuming mid-capture decodes them right (docs/capture-format.md, section 5).
+  bool coded_in_full = true;
+  bool moves_chain = true;
   if (AddressChain(e.kind) == 0) {
-    NoteAllocation(e.address);
+    // A block freed earlier in this chunk, unless its address was coded in full too long ago.
+    const uint32_t size_class = ReuseClass(size);
+    ReusedBlocks::Block block{e.address, chunk_};
+    uint32_t rank = mine.reused.Rank(size_class, e.address, &block);
+    if (rank != 0 && chunk_ - block.origin <= kReuseOriginChunks) {
+      mine.reused.Take(size_class, rank, &block);
+      coded_in_full = false;
+      moves_chain = block.origin == chunk_;
+    } else {
+      rank = 0;
+      block.origin = chunk_;
+    }
+    static_assert(ReusedBlocks::kDepth < 0x80);
+    reuses_.push_back(static_cast<char>(rank));  // a one-byte varint
+    NoteAllocation(e.address, size, block.origin);
   } else {
-    reference = BackReference(e.address);
+    uint64_t reference = BackReference(e.address);
     PutVarint(&releases_, reference);
+    if (reference != 0) {
+      coded_in_full = false;
+      moves_chain = mine.InCurrentChunk(reference) && mine.Origin(reference) == chunk_;
+      mine.Released(e.kind, reference);
+    }
   }
-  if (reference == 0) {
-    address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
-    last_address_ = rotated;
-  } else if (reference <= batch_allocations_->addresses.size() - batch_allocations_->current) {
-    last_address_ = rotated;  // a reference into an earlier chunk leaves the chain alone
-  }
+  if (coded_in_full) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
+  if (moves_chain) last_address_ = rotated;
   if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
-  if (has_stack) {
+  if (HasStack(e.kind)) {
     PutSignedVarint(&stacks_, static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
   }
@@ -205,21 +224,25 @@ void RecordEncoder::FinishEvents() {
   for (int plane = 0; plane < width; ++plane) {
     for (uint64_t d : address_deltas_) addresses_.push_back(static_cast<char>(d >> (8 * plane)));
   }
-  for (const std::string* column : {&kinds_, &seqs_, &releases_, &addresses_, &sizes_, &stacks_}) {
+  for (const std::string* column :
+       {&kinds_, &seqs_, &releases_, &reuses_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
     out_->append(*column);
   }
   batches_.clear();
-  for (std::string* column : {&kinds_, &seqs_, &releases_, &sizes_, &stacks_}) column->clear();
+  for (std::string* column : {&kinds_, &seqs_, &releases_, &reuses_, &sizes_, &stacks_}) {
+    column->clear();
+  }
   address_deltas_.clear();
 }
 
 // Back-references reach kReleaseReachChunks chunks back: forget the allocations of the chunk
 // that falls out of reach (the recent table needs no clearing: its hits are checked).
 void RecordEncoder::NextChunk() {
+  ++chunk_;
   for (auto it = thread_allocations_.begin(); it != thread_allocations_.end();) {
     it->second.NextChunk();
-    it = it->second.addresses.empty() ? thread_allocations_.erase(it) : std::next(it);
+    it = it->second.empty() ? thread_allocations_.erase(it) : std::next(it);
   }
 }
 

@@ -34,11 +34,13 @@ class RecordEncoder {
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();
   // FinishEvents writes every batch since the last call as one kEvents record, stored column by
-  // column across all batches (kinds, seq gaps, releases, addresses, sizes, stacks): like fields
-  // side by side compress far better than event by event. Deltas restart with each batch; a
-  // release that frees a block allocated by the same thread earlier in this chunk or in the
-  // kReleaseReachChunks chunks before is coded as a back-reference to that allocation. NextChunk says that a chunk
-  // was written (the writer calls it after each one, as the reader starts each one).
+  // column across all batches (kinds, seq gaps, releases, reuses, addresses, sizes, stacks):
+  // like fields side by side compress far better than event by event. Deltas restart with each
+  // batch; a release that frees a block allocated by the same thread earlier in this chunk or in
+  // the kReleaseReachChunks chunks before is coded as a back-reference to that allocation, and
+  // an allocation that gets back a block its thread freed earlier in this chunk as that block's
+  // rank among the freed blocks of its size class. NextChunk says that a chunk was written (the
+  // writer calls it after each one, as the reader starts each one).
   void BeginEvents(uint32_t thread);
   void AddEvent(const Event& e);
   void EndEvents();
@@ -48,9 +50,10 @@ class RecordEncoder {
 
  private:
   // A thread's reachable allocations, as the reader keeps them, and the back-references its
-  // releases used last. Memory: 8 bytes per allocation in reach, all threads together.
+  // releases used last. Memory: 14 bytes per allocation in reach, all threads together, and
+  // 60 KiB of reused-block lists per thread that released a block (reused_blocks.h).
   struct ThreadAllocations : ReachableAllocations {
-    uint64_t count = 0;        // allocations since the start: addresses.back() is the count-th
+    uint64_t count = 0;        // allocations since the start: Address(1) is the count-th
     uint64_t last_back = 0;    // the last back-reference: right for runs of the same one
     uint64_t window_back = 0;  // the last above 1: a FIFO window, right again after temporaries
   };
@@ -65,14 +68,14 @@ class RecordEncoder {
   static constexpr int kRecentBits = 13;
 
   uint64_t BackReference(uint64_t address);  // 0: none
-  void NoteAllocation(uint64_t address);
+  void NoteAllocation(uint64_t address, uint64_t size, uint32_t origin);
   static size_t RecentIndex(uint64_t address) {
     return static_cast<size_t>((RotateAddress(address) * 0x9e3779b97f4a7c15ULL) >> (64 - kRecentBits));
   }
 
   std::string* out_;
   std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
-  std::string kinds_, seqs_, releases_, sizes_, stacks_;
+  std::string kinds_, seqs_, releases_, reuses_, sizes_, stacks_;
   std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at FinishEvents
   std::string addresses_;
   uint64_t last_seq_ = 0;
@@ -83,6 +86,7 @@ class RecordEncoder {
   std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
   std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;
   uint64_t stack_nodes_ = 0;  // of the image so far
+  uint32_t chunk_ = 0;        // chunks written so far (an address's origin is one of them)
   ThreadAllocations* batch_allocations_ = nullptr;  // the current batch's thread's
 };
 

@@ -7,8 +7,9 @@
 // there are none yet). Nothing was released before Python support, which is part of 1.0; the
 // instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
 // (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
-// relative to the node and back-references that reach into the previous chunk 4.0, and
-// back-references that reach kReleaseReachChunks chunks back 5.0. Readers read their own major
+// relative to the node and back-references that reach into the previous chunk 4.0,
+// back-references that reach kReleaseReachChunks chunks back 5.0, and allocations coded as a
+// block released earlier in the chunk (the reuses column) 6.0. Readers read their own major
 // only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
@@ -23,13 +24,21 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 5;
+inline constexpr uint16_t kFormatMajor = 6;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
-// section 5): a reader keeps the allocations of this many chunks, and one resuming mid-capture
-// decodes this many chunks before the first it delivers.
+// section 5): a reader keeps the allocations of this many chunks.
 inline constexpr size_t kReleaseReachChunks = 4;
+// An allocation coded as a reused block takes the address of a block its thread released
+// earlier in the same chunk; that address was last coded in full at most this many chunks
+// before (section 5), so no address depends on chunks further back.
+inline constexpr size_t kReuseOriginChunks = 2;
+// How many chunks a reader resuming mid-capture decodes, for their allocations, before the
+// first it delivers: the delivered chunk's releases reach kReleaseReachChunks back; the
+// addresses there were coded in full at most kReuseOriginChunks before; and a chunk's reuse
+// codes need the sizes of the blocks its releases name, kReleaseReachChunks further back.
+inline constexpr size_t kResumeChunks = 2 * kReleaseReachChunks + kReuseOriginChunks;
 
 enum class RecordType : uint8_t {
   kProcess = 1,       // first, and again for each new program image after an exec
@@ -123,11 +132,12 @@ inline uint64_t AnnotationFrameIp(Annotation kind, uint32_t value) {
 }
 inline Annotation AnnotationKind(uint64_t ip) { return static_cast<Annotation>((ip >> 32) & 0xff); }
 inline uint32_t AnnotationValue(uint64_t ip) { return static_cast<uint32_t>(ip); }
-// Address coding in event batches (docs/capture-format.md): chain 0 are allocations, which
-// back-references can name; chain 1 are releases, each either such a back-reference (to an
-// allocation of its thread in the same chunk or the kReleaseReachChunks chunks before) or, like every allocation, a
-// delta from the previous event's address, taken on addresses rotated right by 4 bits, since
-// nearly every block is 16-byte aligned and its low nibble carries nothing.
+// Address coding in event batches (docs/capture-format.md, section 5): chain 0 are
+// allocations, which back-references can name; chain 1 are releases, each either such a
+// back-reference (to an allocation of its thread in the same chunk or the kReleaseReachChunks
+// chunks before) or a delta from the previous event's address, taken on addresses rotated right
+// by 4 bits, since nearly every block is 16-byte aligned and its low nibble carries nothing. An
+// allocation is either a reused block (ReusedBlocks) or such a delta.
 inline int AddressChain(EventKind k) { return HasStack(k) ? 0 : 1; }
 inline uint64_t RotateAddress(uint64_t a) { return (a >> 4) | (a << 60); }
 inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }

@@ -990,10 +990,11 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   if (use.index) {  // only the chunks with events between the checkpoint and the snapshot
     read.image = use.index->image;
     uint64_t from_offset = use.from ? use.from->events_from_offset : 0;
-    // A chunk is delivered when it holds events between the checkpoint and the stop. A release
-    // may name an allocation of the kReleaseReachChunks chunks before its own, so a chunk within
-    // that many before a delivered one is decoded for its allocations. The index lists only
-    // chunks with events: counting in it reaches at least as far back as needed.
+    // A chunk is delivered when it holds events between the checkpoint and the stop. Its
+    // events are coded against allocations of the chunks before (a release names one, and that
+    // allocation may have reused a block freed before it), so the kResumeChunks chunks before a
+    // delivered one are decoded for their allocations. The index lists only chunks with events:
+    // counting in it reaches at least as far back as needed.
     read.decoding = [&replayer, &use, from_offset](uint64_t offset) {
       const std::vector<IndexChunk>& listed = use.index->chunks;
       auto delivered = [&](const IndexChunk& c) {
@@ -1005,7 +1006,7 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
         if (delivered(*at)) return format::EventDecoding::kDeliver;
         ++at;
       }
-      for (size_t k = 0; k < format::kReleaseReachChunks && at != listed.end(); ++k, ++at) {
+      for (size_t k = 0; k < format::kResumeChunks && at != listed.end(); ++k, ++at) {
         if (delivered(*at)) return format::EventDecoding::kAllocations;
       }
       return format::EventDecoding::kSkip;
