@@ -20,6 +20,8 @@ namespace memlens::format {
 class ReachableAllocations {
  public:
   size_t size() const { return static_cast<size_t>(end_ - begin_); }  // allocations in reach
+  // Allocations listed since the thread's first (Address(1) is the added()-th).
+  uint64_t added() const { return end_; }
   bool empty() const { return end_ == begin_; }
   void Add(uint64_t address, uint64_t bytes, uint32_t origin) {
     if (size() == capacity()) Grow();

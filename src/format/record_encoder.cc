@@ -130,7 +130,7 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
     back = 1;
   } else if (!recent_.empty()) {
     const RecentSlot& slot = recent_[RecentIndex(address)];
-    uint64_t guess = static_cast<uint32_t>(static_cast<uint32_t>(mine.count) - slot.serial) + 1ull;
+    uint64_t guess = static_cast<uint32_t>(static_cast<uint32_t>(mine.added()) - slot.serial) + 1ull;
     if (slot.serial != 0 && slot.thread == batches_.back().first && mine.Holds(guess, address)) {
       back = guess;
     }
@@ -143,10 +143,9 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
 void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t origin) {
   ThreadAllocations& mine = *batch_allocations_;
   mine.Add(address, size, origin);
-  ++mine.count;
   if (address == 0) return;
   if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
-  uint32_t serial = static_cast<uint32_t>(mine.count);
+  uint32_t serial = static_cast<uint32_t>(mine.added());
   recent_[RecentIndex(address)] = {batches_.back().first, serial == 0 ? 1 : serial};
 }
 

@@ -53,7 +53,6 @@ class RecordEncoder {
   // releases used last. Memory: 14 bytes per allocation in reach, all threads together, and
   // 60 KiB of reused-block lists per thread that released a block (reused_blocks.h).
   struct ThreadAllocations : ReachableAllocations {
-    uint64_t count = 0;        // allocations since the start: Address(1) is the count-th
     uint64_t last_back = 0;    // the last back-reference: right for runs of the same one
     uint64_t window_back = 0;  // the last above 1: a FIFO window, right again after temporaries
   };
@@ -63,7 +62,7 @@ class RecordEncoder {
   // the list, so a stale slot only costs a miss.
   struct RecentSlot {
     uint32_t thread;
-    uint32_t serial;  // the allocation's count (mod 2^32); 0: empty
+    uint32_t serial;  // the allocation's number in its thread, added() (mod 2^32); 0: empty
   };
   static constexpr int kRecentBits = 13;
 

@@ -14,6 +14,7 @@
 #include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/recorder/unwinder.h"
+#include "base/monotonic_clock.h"
 
 extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
 
@@ -61,12 +62,6 @@ void FindSelfRange() {
       g_self_end[0] = g_self_begin[0] + phdr[i].p_memsz;
     }
   }
-}
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
 }
 
 // A thread takes a buffer at its first event and keeps it for life; the writer gives it back

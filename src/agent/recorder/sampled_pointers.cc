@@ -2,11 +2,12 @@
 #include "agent/recorder/sampled_pointers.h"
 
 #include <sched.h>
-#include <time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "base/monotonic_clock.h"
 
 namespace memlens::agent {
 namespace {
@@ -20,12 +21,6 @@ namespace {
 constexpr int kSpins = 128;
 constexpr int kYields = 384;
 constexpr uint64_t kStuckNs = 100000000;  // 100 ms
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
-}
 
 }  // namespace
 

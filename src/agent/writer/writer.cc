@@ -24,6 +24,7 @@
 #include "agent/recorder/thread_buffer.h"
 #include "agent/writer/module_scanner.h"
 #include "agent/writer/stack_interner.h"
+#include "base/monotonic_clock.h"
 #include "format/chunk.h"
 #include "agent/recorder/sampler.h"
 #include "format/record_encoder.h"
@@ -69,12 +70,6 @@ std::atomic<bool> g_paused{false};
 format::EndReason g_stop_reason = format::EndReason::kExit;
 int64_t g_stop_detail = 0;
 pthread_t g_writer_thread;
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec;
-}
 
 class Writer {
  public:
