@@ -27,15 +27,6 @@ std::atomic<uint64_t> g_writer_rounds{0};
 std::atomic<bool> g_writer_running{false};
 std::atomic<uint32_t> g_writer_wake{0};
 
-// Frames inside our own code are stripped from every stack.
-uintptr_t g_self_begin[2] = {0, 0};
-uintptr_t g_self_end[2] = {0, 0};
-
-void AddSelfRange(uintptr_t begin, uintptr_t end) {
-  g_self_end[1] = end;
-  g_self_begin[1] = begin;
-}
-
 namespace {
 
 thread_local ThreadBuffer* t_buffer = nullptr;

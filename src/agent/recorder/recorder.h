@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "agent/recorder/unwinder.h"
 #include "format/records.h"
 
 namespace memlens::agent {
@@ -39,16 +40,6 @@ void InitializeRecorder();
 // Called from every interposer before anything else: resolves real functions and decides,
 // once per process, whether to record.
 void InitializeOnce();
-
-// Our own code's executable ranges: the agent's (found by InitializeRecorder) and the Python
-// hooks library's, when one is attached (AddSelfRange).
-extern uintptr_t g_self_begin[2];
-extern uintptr_t g_self_end[2];
-void AddSelfRange(uintptr_t begin, uintptr_t end);
-inline bool IsOwnCode(uintptr_t ip) {
-  return (ip >= g_self_begin[0] && ip < g_self_end[0]) ||
-         (ip >= g_self_begin[1] && ip < g_self_end[1]);
-}
 
 // caller: the return address of the interposed call. Calls made by the agent's own code (the
 // C++ runtime linked into it, say) are never the program's allocations.

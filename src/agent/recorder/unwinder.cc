@@ -13,11 +13,17 @@
 #include <new>
 
 #include "agent/recorder/frame_rules.h"
-#include "agent/recorder/recorder.h"
 
 namespace memlens::agent {
 
 std::atomic<uint32_t> g_code_generation{0};
+uintptr_t g_self_begin[2] = {0, 0};
+uintptr_t g_self_end[2] = {0, 0};
+
+void AddSelfRange(uintptr_t begin, uintptr_t end) {
+  g_self_end[1] = end;
+  g_self_begin[1] = begin;
+}
 
 namespace {
 
@@ -144,13 +150,15 @@ void CaptureWithLibunwind(UnwindState* s, CapturedStack* out) {
   }
 }
 
-// Every return-address slot of the previous stack's frames [0, end) still holds the address
-// seen there: the activations from there outwards are the same.
-bool OuterFramesIntact(const UnwindState* s, uint32_t end) {
-  for (uint32_t i = 0; i < end; ++i) {
-    if (*reinterpret_cast<const uint64_t*>(s->prev_sp[i] - 8) != s->prev_ip[i]) return false;
+// The innermost of the previous stack's frames [0, end) whose return-address slot no longer
+// holds the address seen there, or -1 when every one does (the activations from there outwards
+// are the same). Innermost first: a caller that moved on to another call site, the usual reason,
+// sits right outside the frames that matched.
+int64_t ReplacedOuterFrame(const UnwindState* s, int64_t end) {
+  for (int64_t i = end - 1; i >= 0; --i) {
+    if (*reinterpret_cast<const uint64_t*>(s->prev_sp[i] - 8) != s->prev_ip[i]) return i;
   }
-  return true;
+  return -1;
 }
 
 }  // namespace
@@ -195,6 +203,8 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
   // The frame of the previous stack at or just beyond sp, and a pending match: fresh frame
   // match_at equals previous frame match_prev; a second one right after it confirms.
   int64_t prev = s->prev_matchable ? static_cast<int64_t>(s->prev_count) - 1 : -1;
+  // Previous frames at or inside this index cannot match: a frame outside them was replaced.
+  int64_t replaced = prev + 1;
   int64_t match_prev = -2;
   uint32_t match_at = 0;
   out->kept = 0;
@@ -206,14 +216,18 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
     if (!own) {
       if (prev >= 0) {
         while (prev >= 0 && s->prev_sp[prev] < sp) --prev;
-        if (prev >= 0 && s->prev_sp[prev] == sp && s->prev_ip[prev] == ip) {
+        if (prev >= 0 && prev < replaced && s->prev_sp[prev] == sp && s->prev_ip[prev] == ip) {
           if (match_prev == prev + 1) {
-            if (OuterFramesIntact(s, static_cast<uint32_t>(prev))) {
+            replaced = ReplacedOuterFrame(s, prev);
+            if (replaced < 0) {
               n = match_at;
               out->kept = static_cast<uint32_t>(match_prev) + 1;
               break;
             }
-            prev = -1;  // something further out changed: walk to the end
+            // A caller further out moved on (the same callee called again from another call
+            // site of the same frame): look for a match outside it. Each check starts inside the
+            // last replaced frame, so all of them together load each slot at most once.
+            match_prev = -2;
           } else {
             match_prev = prev;
             match_at = n;

@@ -14,7 +14,7 @@
 //   frames of the previous stack, once every return-address slot further out still holds the
 //   address seen there last time (one load per frame). An activation that returned and was
 //   replaced by a call from elsewhere rewrites its return-address slot, so the stale part is
-//   never reused. Left open: code with a variable-size frame (alloca, VLA) whose CFA is
+//   never reused; the walk then looks for a match further out than the replaced frame. Left open: code with a variable-size frame (alloca, VLA) whose CFA is
 //   rbp-based, re-entered at the same inner stack pointer from a different depth, with its
 //   old return address still intact in stale memory at the old location.
 // - No depth limit short of kMaxStackFrames (a million frames, more than an 8 MiB stack can
@@ -41,6 +41,16 @@ struct CapturedStack {
   bool truncated = false;  // deeper than kMaxStackFrames: the outermost frames are missing
   bool matchable = false;  // fresh_sp is valid: the next capture may reuse this one
 };
+
+// Our own code's executable ranges, whose frames no stack includes: the agent's (found by
+// InitializeRecorder) and the Python hooks library's, when one is attached (AddSelfRange).
+extern uintptr_t g_self_begin[2];
+extern uintptr_t g_self_end[2];
+void AddSelfRange(uintptr_t begin, uintptr_t end);
+inline bool IsOwnCode(uintptr_t ip) {
+  return (ip >= g_self_begin[0] && ip < g_self_end[0]) ||
+         (ip >= g_self_begin[1] && ip < g_self_end[1]);
+}
 
 // Once per process, before the first capture: libunwind's per-thread cache (no global lock).
 void InitializeUnwinder();
