@@ -1,5 +1,5 @@
-// src/agent/recorder/unwinder.cc: see unwinder.h. Compiled with frame pointers (CMakeLists.txt):
-// CaptureStack starts the walk from its own frame record.
+// src/agent/recorder/unwinder.cc: see unwinder.h. The agent is compiled with frame pointers
+// (CMakeLists.txt): CaptureStack starts the walk from its own frame record.
 #include "agent/recorder/unwinder.h"
 
 #define UNW_LOCAL_ONLY  // in-process unwinding only: the fast, local flavour of libunwind
@@ -192,11 +192,20 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
     s->prev_matchable = false;
     s->generation = generation;
   }
-  // Our own frame record (this file keeps frame pointers) gives the caller's registers.
+  // Our own frame record (the agent keeps frame pointers) gives the caller's registers, and so
+  // do the records of the agent's frames further out: they are stepped over by their frame
+  // records, without a rule lookup each. A record that does not lie above the stack pointer
+  // is not one (code of ours built otherwise): the rules take over from there.
   const auto* frame = static_cast<const uint64_t*>(__builtin_frame_address(0));
   uint64_t ip = frame[1];
   uint64_t sp = reinterpret_cast<uint64_t>(frame + 2);
   uint64_t rbp = frame[0];
+  while (IsOwnCode(ip) && rbp >= sp && rbp - sp < kMaxFrameBytes && !(rbp & 7)) {
+    const auto* record = reinterpret_cast<const uint64_t*>(rbp);
+    ip = record[1];
+    sp = rbp + 16;
+    rbp = record[0];
+  }
 
   uint32_t n = 0;
   bool own = true;  // still in the leading frames of our own code
