@@ -9,6 +9,8 @@ prints nanoseconds of CPU per event for each part, median over the runs:
   unwind  stack capture: memlens's unwinder, its CFI rule lookup, libunwind, _dl_find_object
   append  the ring: reserving, writing and publishing the record (RecordAlloc/RecordRelease)
   writer  everything on the writer thread (draining, interning stacks, encoding, zstd, write)
+  index   the `memlens run` process itself: indexing the capture as it is written, at idle
+          priority (cmd_run.cc), on CPU time the program and the writer leave over
   program the program's own work (compare: the unprofiled row)
 
     python3 bench/breakdown.py                 # churn_1t and deep_stacks, 5 runs each
@@ -33,11 +35,13 @@ APPEND = re.compile(r"RecordAlloc|RecordRelease|Reserve|Publish|ThreadBuffer|Pub
 
 
 def classify(samples):
-    """samples: [(tid, dso, sym)] -> Counter of part -> sample count."""
-    writer_tids = {tid for tid, _, sym in samples if "Writer::" in sym}
+    """samples: [(comm, tid, dso, sym)] -> Counter of part -> sample count."""
+    writer_tids = {tid for _, tid, _, sym in samples if "Writer::" in sym}
     parts = collections.Counter()
-    for tid, dso, sym in samples:
-        if tid in writer_tids:
+    for comm, tid, dso, sym in samples:
+        if comm == "memlens":  # the CLI's process (the program's has the program's name)
+            parts["index"] += 1
+        elif tid in writer_tids:
             parts["writer"] += 1
         elif "libunwind" in dso or UNWIND.search(sym):
             parts["unwind"] += 1
@@ -54,14 +58,20 @@ def profile(cmd, events, tmp):
     data = tmp / "perf.data"
     subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-c", str(PERIOD_NS), "-o",
                     str(data), "--"] + cmd, check=True, capture_output=True)
-    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid,ip,sym,dso"],
+    counts = classify(read_samples(data))
+    return {k: v * PERIOD_NS / events for k, v in counts.items()}
+
+
+def read_samples(data):
+    """[(comm, tid, dso, sym)] of a perf.data file."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym,dso"],
                          check=True, capture_output=True, text=True).stdout
     samples = []
     for line in out.splitlines():
-        m = re.match(r"\s*(\d+)\s+\S+\s+(.*?)\s+\((.*)\)\s*$", line)
+        m = re.match(r"\s*(.*?)\s+(\d+)\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$", line)
         if m:
-            samples.append((m[1], m[3], m[2]))
-    return {k: v * PERIOD_NS / events for k, v in classify(samples).items()}
+            samples.append((m[1], m[2], m[4], m[3]))
+    return samples
 
 
 def main():
@@ -75,9 +85,9 @@ def main():
     tmp = bench.RESULTS / "breakdown"
     tmp.mkdir(parents=True, exist_ok=True)
     names = [args.only] if args.only else ["churn_1t", "deep_stacks"]
-    print("| workload | run | ns/event: " + " | ".join(
-        ["guard", "unwind", "append", "writer", "program", "total"]) + " |")
-    print("|" + "---|" * 8)
+    parts = ["guard", "unwind", "append", "writer", "index", "program"]
+    print("| workload | run | ns/event: " + " | ".join(parts + ["total"]) + " |")
+    print("|" + "---|" * (len(parts) + 3))
     for name in names:
         source, extra = bench.WORKLOADS[name]
         cmd = [str(bench.build(source))] + extra + [str(args.iterations)]
@@ -86,7 +96,6 @@ def main():
         for label, full in (("unprofiled", cmd),
                             ("memlens", [str(memlens), "run", "-o", str(tmp / "c.mlens"), "--"] + cmd)):
             runs = [profile(full, events, tmp) for _ in range(args.runs)]
-            parts = ["guard", "unwind", "append", "writer", "program"]
             med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in parts}
             total = statistics.median(sum(r.values()) for r in runs)
             print(f"| {name} | {label} | " + " | ".join(f"{med[k]:.1f}" for k in parts)
