@@ -14,9 +14,10 @@
 //   frames of the previous stack, once every return-address slot further out still holds the
 //   address seen there last time (one load per frame). An activation that returned and was
 //   replaced by a call from elsewhere rewrites its return-address slot, so the stale part is
-//   never reused; the walk then looks for a match further out than the replaced frame. Left open: code with a variable-size frame (alloca, VLA) whose CFA is
-//   rbp-based, re-entered at the same inner stack pointer from a different depth, with its
-//   old return address still intact in stale memory at the old location.
+//   never reused; the walk then looks for a match further out than the replaced frame. Left
+//   open: code with a variable-size frame (alloca, VLA) whose CFA is rbp-based, re-entered at
+//   the same inner stack pointer from a different depth, with its old return address still
+//   intact in stale memory at the old location.
 // - No depth limit short of kMaxStackFrames (a million frames, more than an 8 MiB stack can
 //   hold); the per-thread arrays start small and double on demand.
 //
