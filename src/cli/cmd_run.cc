@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <future>
 #include <iostream>
@@ -56,6 +57,7 @@ struct RunOptions {
 };
 
 // "65536", "64K", "64KiB", "2M", "1MiB" (powers of 1024) -> bytes; false when not a size.
+// A byte count: digits, then optionally K, M, G or T (either case, or KiB..TiB): powers of 1024.
 bool ParseBytes(const std::string& text, uint64_t* out) {
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
@@ -63,14 +65,13 @@ bool ParseBytes(const std::string& text, uint64_t* out) {
   uint64_t value = std::stoull(text.substr(0, digits));
   std::string unit = text.substr(digits);
   int shift = 0;
-  if (unit == "K" || unit == "k" || unit == "KiB") {
-    shift = 10;
-  } else if (unit == "M" || unit == "MiB") {
-    shift = 20;
-  } else if (unit == "G" || unit == "GiB") {
-    shift = 30;
-  } else if (!unit.empty()) {
-    return false;
+  if (!unit.empty()) {
+    const char* const prefixes = "KMGT";
+    const char* at = unit.size() == 1 || unit.substr(1) == "iB"
+                         ? std::strchr(prefixes, std::toupper(static_cast<unsigned char>(unit[0])))
+                         : nullptr;
+    if (!at || !*at || (unit.size() > 1 && unit[0] != *at)) return false;  // KiB, not kiB
+    shift = 10 * static_cast<int>(at - prefixes + 1);
   }
   *out = value << shift;
   return value != 0 && *out >> shift == value && *out <= (uint64_t{1} << 40);
@@ -420,10 +421,10 @@ Command AddRunCommand(CLI::App* app) {
                 "(docs/sampling.md): far cheaper than recording every allocation; every\n"
                 "figure is then an unbiased estimate");
   cmd->add_option("--sample-rate", options->sample_rate,
-                  "sample heap allocations at one byte in BYTES on average (65536, 64K, 1M):\n"
-                  "a block of s bytes is recorded with probability 1 - exp(-s/BYTES), its free\n"
-                  "only if it was; mappings are recorded in full. MEMLENS_SAMPLE_SEED=N in\n"
-                  "the environment makes the samples reproducible")
+                  "sample heap allocations at one byte in BYTES on average (65536, 64K, 1M,\n"
+                  "up to 1T): a block of s bytes is recorded with probability 1 - exp(-s/BYTES),\n"
+                  "its free only if it was; mappings are recorded in full. MEMLENS_SAMPLE_SEED=N\n"
+                  "in the environment makes the samples reproducible")
       ->type_name("BYTES");
   cmd->add_flag("--no-index", options->no_index,
                 "do not index the capture while the program runs. By default, once the\n"

@@ -142,7 +142,15 @@ def test_the_same_seed_gives_the_same_samples(tmp_path):
     assert totals[0]["allocated_bytes"] != totals[2]["allocated_bytes"]
 
 
-@pytest.mark.parametrize("rate", ["0", "abc", "12Q", "-5", "2T"])
+@pytest.mark.parametrize("rate, value", [("65536", 65536), ("64k", 64 << 10), ("1MiB", 1 << 20),
+                                         ("2g", 2 << 30), ("1T", 1 << 40)])
+def test_a_rate_takes_every_unit_the_help_names(tmp_path, rate, value):
+    """K, M, G and T in either case, or KiB..TiB, are powers of 1024; 1T is the largest rate."""
+    r = record(tmp_path, "known_peak", "--sample-rate", rate)
+    assert r.analyze("summary")["capture"]["sample_rate"] == value
+
+
+@pytest.mark.parametrize("rate", ["0", "abc", "12Q", "-5", "2T", "1KB", "1kiB", "1Ki"])
 def test_a_bad_rate_is_refused_with_one_line(tmp_path, rate):
     out = memlens("run", "-o", tmp_path / "x.mlens", "--sample-rate", rate, "--",
                   PROGRAMS / "known_peak")
