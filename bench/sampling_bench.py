@@ -130,7 +130,8 @@ Method: see the docstring of bench/sampling_bench.py. "Sampled (default rate)" i
 the median over the repetitions of the ratio to the unprofiled run of the same repetition;
 "fastest ÷ fastest" divides the fastest run of a configuration by the fastest unprofiled run.
 This machine is shared: back-to-back runs of one command differ by up to a third, and medians
-of 11 repetitions by up to 0.1, so read differences smaller than that as noise.
+of 11 repetitions by up to 0.1 from one run of this script to the next, so read smaller
+differences as noise.
 
 ## Overhead on the churn workloads
 
