@@ -25,7 +25,6 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
 #include <future>
 #include <iostream>
@@ -56,8 +55,7 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 
-// "65536", "64K", "64KiB", "2M", "1MiB" (powers of 1024) -> bytes; false when not a size.
-// A byte count: digits, then optionally K, M, G or T (either case, or KiB..TiB): powers of 1024.
+// "65536", "64K", "64k", "64KiB", "2M", "1T" (powers of 1024) -> bytes; false when not a size.
 bool ParseBytes(const std::string& text, uint64_t* out) {
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
@@ -65,13 +63,13 @@ bool ParseBytes(const std::string& text, uint64_t* out) {
   uint64_t value = std::stoull(text.substr(0, digits));
   std::string unit = text.substr(digits);
   int shift = 0;
-  if (!unit.empty()) {
-    const char* const prefixes = "KMGT";
-    const char* at = unit.size() == 1 || unit.substr(1) == "iB"
-                         ? std::strchr(prefixes, std::toupper(static_cast<unsigned char>(unit[0])))
-                         : nullptr;
-    if (!at || !*at || (unit.size() > 1 && unit[0] != *at)) return false;  // KiB, not kiB
-    shift = 10 * static_cast<int>(at - prefixes + 1);
+  if (!unit.empty()) {  // K, M, G, T in either case, or KiB..TiB (not kiB)
+    const size_t prefix = std::string("KMGT").find(
+        static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    const bool spelled = unit.size() == 1 ||
+                         (unit.substr(1) == "iB" && std::isupper(static_cast<unsigned char>(unit[0])));
+    if (prefix == std::string::npos || !spelled) return false;
+    shift = 10 * static_cast<int>(prefix + 1);
   }
   *out = value << shift;
   return value != 0 && *out >> shift == value && *out <= (uint64_t{1} << 40);
