@@ -25,9 +25,9 @@ constexpr uint64_t kStuckNs = 100000000;  // 100 ms
 }  // namespace
 
 // Under the shard lock.
-void SampledPointers::SetFilterBit(uint64_t hash) {
-  std::atomic<uint64_t>& word = maybe_[FilterWord(hash)];
-  word.store(word.load(std::memory_order_relaxed) | uint64_t{1} << (hash >> 58),
+void SampledPointers::SetFilterBit(uint64_t key) {
+  std::atomic<uint64_t>& word = maybe_[FilterWord(key)];
+  word.store(word.load(std::memory_order_relaxed) | uint64_t{1} << FilterBit(key),
              std::memory_order_relaxed);
 }
 
@@ -41,11 +41,12 @@ void SampledPointers::RebuildFilter(uint64_t shard_index) {
   for (uint64_t i = 0; i <= mask; ++i) {
     uint64_t a = slots[i].address.load(std::memory_order_relaxed);
     if (a == 0) continue;
-    uint64_t hash = Hash(a);
-    words[(FilterWord(hash) - shard_index) / kShards] |= uint64_t{1} << (hash >> 58);
+    uint64_t key = FilterKey(a);
+    words[FilterWord(key) % kFilterWordsPerShard] |= uint64_t{1} << FilterBit(key);
   }
+  std::atomic<uint64_t>* shard_words = &maybe_[shard_index * kFilterWordsPerShard];
   for (uint64_t w = 0; w < kFilterWordsPerShard; ++w) {
-    maybe_[shard_index + kShards * w].store(words[w], std::memory_order_relaxed);
+    shard_words[w].store(words[w], std::memory_order_relaxed);
   }
   shard.stale = 0;
 }
@@ -68,7 +69,7 @@ bool SampledPointers::Init() {
   return true;
 }
 
-bool SampledPointers::Lock(Shard& shard, uint32_t* seq) {
+bool SampledPointers::LockSlow(Shard& shard, uint32_t* seq) {
   uint32_t seen = 0;
   uint64_t seen_since = 0;  // when the lock word last changed, once sleeping
   for (int attempt = 0;; ++attempt) {
@@ -101,14 +102,10 @@ bool SampledPointers::Lock(Shard& shard, uint32_t* seq) {
   }
 }
 
-void SampledPointers::Unlock(Shard& shard, uint32_t seq) {
-  shard.seq.store(seq + 1, std::memory_order_release);
-}
-
 // Returns true when the address was not there yet.
-bool SampledPointers::Place(Slot* slots, uint64_t mask, uint64_t address, uint64_t size,
-                            uint64_t hash) {
-  for (uint64_t i = (hash >> 6) & mask;; i = (i + 1) & mask) {
+inline bool SampledPointers::Place(Slot* slots, uint64_t mask, uint64_t address,
+                                   uint64_t size) {
+  for (uint64_t i = HomeHash(address) & mask;; i = (i + 1) & mask) {
     uint64_t a = slots[i].address.load(std::memory_order_relaxed);
     if (a == address || a == 0) {
       slots[i].size.store(size, std::memory_order_relaxed);
@@ -126,7 +123,7 @@ bool SampledPointers::Grow(Shard& shard) {
   if (!slots) return false;
   for (uint64_t i = 0; i <= old_mask; ++i) {
     uint64_t a = old[i].address.load(std::memory_order_relaxed);
-    if (a != 0) Place(slots, mask, a, old[i].size.load(std::memory_order_relaxed), Hash(a));
+    if (a != 0) Place(slots, mask, a, old[i].size.load(std::memory_order_relaxed));
   }
   shard.slots.store(slots, std::memory_order_release);
   shard.mask.store(mask, std::memory_order_release);
@@ -140,7 +137,7 @@ void SampledPointers::EraseAt(Slot* slots, uint64_t mask, uint64_t index) {
   for (uint64_t j = (index + 1) & mask;; j = (j + 1) & mask) {
     uint64_t a = slots[j].address.load(std::memory_order_relaxed);
     if (a == 0) break;
-    uint64_t home = (Hash(a) >> 6) & mask;
+    uint64_t home = HomeHash(a) & mask;
     if (((j - home) & mask) >= ((j - hole) & mask)) {
       slots[hole].size.store(slots[j].size.load(std::memory_order_relaxed),
                              std::memory_order_relaxed);
@@ -152,8 +149,8 @@ void SampledPointers::EraseAt(Slot* slots, uint64_t mask, uint64_t index) {
 }
 
 bool SampledPointers::Insert(uint64_t address, uint64_t size) {
-  const uint64_t hash = Hash(address);
-  Shard& shard = shards_[hash % kShards];
+  const uint64_t key = FilterKey(address);
+  Shard& shard = shards_[ShardIndex(key)];
   uint32_t seq;
   if (!Lock(shard, &seq)) return false;
   // Keep runs short: at most half full.
@@ -162,26 +159,26 @@ bool SampledPointers::Insert(uint64_t address, uint64_t size) {
     return false;
   }
   if (Place(shard.slots.load(std::memory_order_relaxed), shard.mask.load(std::memory_order_relaxed),
-            address, size, hash)) {
+            address, size)) {
     ++shard.used;
-    SetFilterBit(hash);
+    SetFilterBit(key);
   }
   Unlock(shard, seq);
   return true;
 }
 
 SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) {
-  const uint64_t hash = Hash(address);
   // The filter answers the free of nearly every unsampled block; past it, the block is nearly
   // always a sampled one, so lock at once (a probe without the lock would be done twice).
   if (!MaybeSampled(address)) return Lookup::kAbsent;
-  Shard& shard = shards_[hash % kShards];
+  const uint64_t shard_index = ShardIndex(FilterKey(address));
+  Shard& shard = shards_[shard_index];
   uint32_t seq;
   if (!Lock(shard, &seq)) return Lookup::kBusy;
   const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
   Slot* slots = shard.slots.load(std::memory_order_relaxed);
   Lookup result = Lookup::kAbsent;
-  uint64_t i = (hash >> 6) & mask;
+  uint64_t i = HomeHash(address) & mask;
   for (uint64_t n = 0; n <= mask; ++n, i = (i + 1) & mask) {
     uint64_t a = slots[i].address.load(std::memory_order_relaxed);
     if (a == 0) break;
@@ -189,7 +186,7 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
       *size = slots[i].size.load(std::memory_order_relaxed);
       EraseAt(slots, mask, i);
       --shard.used;
-      if (++shard.stale > shard.used) RebuildFilter(hash % kShards);
+      if (++shard.stale > shard.used) RebuildFilter(shard_index);
       result = Lookup::kTaken;
       break;
     }

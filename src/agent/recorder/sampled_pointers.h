@@ -11,16 +11,16 @@
 // 16-byte slots (address, size) with linear probing and backward-shift deletion, so deletions
 // leave no tombstones and probe runs stay short however long the program runs.
 //
-// In front of the tables, a filter of 1,024 bits per shard (8 KiB in all, so it stays in the
-// first-level cache): a bit is set when a sampled block whose address hashes to it is inserted.
-// The free of an unsampled block finds its bit clear and stops there, after one load, unless a
-// live sampled block shares its bit: with L sampled blocks live, a fraction of about L/65,536 of
-// the other frees probe a table for nothing (0.4% at the 250 of the churn benchmark, whose
-// 8 MiB heap has some 250 at the default rate). A removal leaves its bit set (stale): no count
-// per bit is kept, because such an array (256 KiB) missed the cache on every sampled
-// allocation and free. Once a shard has more stale removals than live entries, its bits are
-// recomputed from its table, so stale bits at most double the false "maybe"s and the rebuilds
-// cost at most a few slot reads per removal.
+// In front of the tables, a filter of 1,024 bits per shard (8 KiB in all, small enough for the
+// first- or second-level cache): a bit is set when a sampled block whose address hashes to it
+// is inserted. The free of an unsampled block finds its bit clear and stops there, after one
+// multiplication and one load, unless a live sampled block shares its bit: with L sampled
+// blocks live, a fraction of about L/65,536 of the other frees probe a table for nothing (0.4%
+// at the 250 of the churn benchmark, whose 8 MiB heap has some 250 at the default rate). A
+// removal leaves its bit set (stale): no count per bit is kept, because such an array (256 KiB)
+// missed the cache on every sampled allocation and free. Once a shard has more stale removals
+// than live entries, its bits are recomputed from its table, so stale bits at most double the
+// false "maybe"s and the rebuilds cost at most a few slot reads per removal.
 
 // Concurrency: each shard has a lock word (odd while held), taken with a bounded wait by
 // the rare calls that get past the filter: a sampled allocation, the free of a sampled block (or
@@ -58,8 +58,8 @@ class SampledPointers {
   // False when the block at address is certainly not in the set: the filter's answer, inline
   // for the free of every unsampled block.
   bool MaybeSampled(uint64_t address) const {
-    uint64_t hash = Hash(address);
-    return (maybe_[FilterWord(hash)].load(std::memory_order_relaxed) >> (hash >> 58)) & 1;
+    uint64_t key = FilterKey(address);
+    return (maybe_[FilterWord(key)].load(std::memory_order_relaxed) >> FilterBit(key)) & 1;
   }
 
   // kTaken: the block was sampled; it is removed and its size stored in *size. kAbsent: it was
@@ -69,7 +69,7 @@ class SampledPointers {
 
   size_t Count() const;  // entries in all shards; for tests, not synchronized with writers
   // For tests: the shard of an address, and its lock taken and given back as an operation does.
-  static uint64_t ShardOf(uint64_t address) { return Hash(address) % kShards; }
+  static uint64_t ShardOf(uint64_t address) { return ShardIndex(FilterKey(address)); }
   bool LockShardOf(uint64_t address, uint32_t* seq) { return Lock(shards_[ShardOf(address)], seq); }
   void UnlockShardOf(uint64_t address, uint32_t seq) { Unlock(shards_[ShardOf(address)], seq); }
 
@@ -90,35 +90,55 @@ class SampledPointers {
   };
   static_assert(sizeof(Shard) == 64, "a shard per cache line");
 
-  // Filter words per shard. A word belongs to one shard (word % kShards), so it is only written
-  // under that shard's lock.
+  // An address's filter key is one multiplication (Fibonacci hashing), cheap enough for every
+  // free; its top bits depend on every address bit. Bits 54..63 choose the filter word, the
+  // word's top six its shard, so a shard's 16 words lie side by side (two cache lines, written
+  // only under its lock: a rebuild writes two lines); bits 48..53 choose the bit.
   static constexpr uint64_t kFilterWordsPerShard = 16;
-  static uint64_t FilterWord(uint64_t hash) {
-    return hash % kShards + kShards * ((hash >> 40) % kFilterWordsPerShard);
-  }
-  static uint64_t Hash(uint64_t address) {
+  static uint64_t FilterKey(uint64_t address) { return address * 0x9e3779b97f4a7c15ULL; }
+  static uint64_t FilterWord(uint64_t key) { return key >> 54; }
+  static uint64_t FilterBit(uint64_t key) { return (key >> 48) % 64; }
+  static uint64_t ShardIndex(uint64_t key) { return key >> 58; }
+  static_assert(kShards * kFilterWordsPerShard == 1024, "FilterWord takes 10 bits");
+  // The home slot in a shard's table, from a hash that mixes high address bits into low ones
+  // (the filter key's low bits depend on low address bits only).
+  static uint64_t HomeHash(uint64_t address) {
     uint64_t h = address;
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 32;
     return h;
   }
-  void SetFilterBit(uint64_t hash);
+  void SetFilterBit(uint64_t key);
   void RebuildFilter(uint64_t shard_index);  // under the shard's lock
   static Slot* MapSlots(uint64_t count);
-  bool Lock(Shard& shard, uint32_t* seq);
-  static void Unlock(Shard& shard, uint32_t seq);
+  // Takes the shard's lock: inline, one compare-and-swap when it is free (nearly always);
+  // LockSlow waits, bounded, when it is held.
+  bool Lock(Shard& shard, uint32_t* seq) {
+    uint32_t s = shard.seq.load(std::memory_order_relaxed);
+    if (__builtin_expect(!(s & 1), 1) &&
+        shard.seq.compare_exchange_weak(s, s + 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+      *seq = s + 1;
+      return true;
+    }
+    return LockSlow(shard, seq);
+  }
+  bool LockSlow(Shard& shard, uint32_t* seq);
+  static void Unlock(Shard& shard, uint32_t seq) {
+    shard.seq.store(seq + 1, std::memory_order_release);
+  }
   static bool Grow(Shard& shard);
-  static bool Place(Slot* slots, uint64_t mask, uint64_t address, uint64_t size, uint64_t hash);
+  static bool Place(Slot* slots, uint64_t mask, uint64_t address, uint64_t size);
   static void EraseAt(Slot* slots, uint64_t mask, uint64_t index);
 
-  alignas(64) Shard shards_[kShards];
-  // The filter: bit (hash >> 58) of word FilterWord(hash), written only under the lock of
-  // shard hash % kShards. Why it may be read without the lock: a freeing thread got its block's
+  // The filter: bit FilterBit(key) of word FilterWord(key), written only under the lock of
+  // shard ShardIndex(key). Why it may be read without the lock: a freeing thread got its block's
   // address through the program's own synchronization after the allocating thread set the
   // bit, and a rebuild stores each word whole with the bits of every live block set, so a
-  // clear bit means its block is not in the set.
+  // clear bit means its block is not in the set. First: every free's load needs no offset.
   alignas(64) std::atomic<uint64_t> maybe_[kShards * kFilterWordsPerShard] = {};
+  alignas(64) Shard shards_[kShards];
 };
 
 }  // namespace memlens::agent

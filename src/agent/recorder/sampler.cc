@@ -91,8 +91,8 @@ bool AdmitReleaseSlow(format::EventKind kind, const void* address) {
   uint64_t size = 0;
   switch (kind) {
     case EventKind::kFree:
-      if (!g_sampled.MaybeSampled(a)) return false;  // most frees stop here
-      // kBusy: unknown, so record it; the analyzer ignores a free of a block it never saw.
+      // Take asks the filter first, which stops most frees there. kBusy: unknown, so record
+      // it; the analyzer ignores a free of a block it never saw.
       return g_sampled.Take(a, &size) != SampledPointers::Lookup::kAbsent;
     case EventKind::kReallocOld: {
       SampledPointers::Lookup found = g_sampled.Take(a, &size);
