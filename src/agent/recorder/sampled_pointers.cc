@@ -24,31 +24,24 @@ constexpr uint64_t kStuckNs = 100000000;  // 100 ms
 
 }  // namespace
 
-// Under the shard lock.
-void SampledPointers::SetFilterBit(uint64_t key) {
+// Under the shard lock. The bit is set before the block's address can reach another thread
+// (the caller returns it to the program afterwards).
+void SampledPointers::CountIntoFilter(uint64_t key) {
+  uint8_t& count = counts_[FilterCounter(key)];
+  if (count < kSaturated) ++count;
   std::atomic<uint64_t>& word = maybe_[FilterWord(key)];
   word.store(word.load(std::memory_order_relaxed) | uint64_t{1} << FilterBit(key),
              std::memory_order_relaxed);
 }
 
-// Under the shard lock: the shard's filter words again from its live entries, each stored
-// once, so a reader sees the bit of every live block set before and after.
-void SampledPointers::RebuildFilter(uint64_t shard_index) {
-  Shard& shard = shards_[shard_index];
-  uint64_t words[kFilterWordsPerShard] = {};
-  const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
-  const Slot* slots = shard.slots.load(std::memory_order_relaxed);
-  for (uint64_t i = 0; i <= mask; ++i) {
-    uint64_t a = slots[i].address.load(std::memory_order_relaxed);
-    if (a == 0) continue;
-    uint64_t key = FilterKey(a);
-    words[FilterWord(key) % kFilterWordsPerShard] |= uint64_t{1} << FilterBit(key);
-  }
-  std::atomic<uint64_t>* shard_words = &maybe_[shard_index * kFilterWordsPerShard];
-  for (uint64_t w = 0; w < kFilterWordsPerShard; ++w) {
-    shard_words[w].store(words[w], std::memory_order_relaxed);
-  }
-  shard.stale = 0;
+// Under the shard lock: the bit is cleared with the last live block on it. A saturated count
+// stays, and so does its bit: a false "maybe" for good, never a false "not sampled".
+void SampledPointers::CountOutOfFilter(uint64_t key) {
+  uint8_t& count = counts_[FilterCounter(key)];
+  if (count == kSaturated || --count != 0) return;
+  std::atomic<uint64_t>& word = maybe_[FilterWord(key)];
+  word.store(word.load(std::memory_order_relaxed) & ~(uint64_t{1} << FilterBit(key)),
+             std::memory_order_relaxed);
 }
 
 SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
@@ -161,7 +154,7 @@ bool SampledPointers::Insert(uint64_t address, uint64_t size) {
   if (Place(shard.slots.load(std::memory_order_relaxed), shard.mask.load(std::memory_order_relaxed),
             address, size)) {
     ++shard.used;
-    SetFilterBit(key);
+    CountIntoFilter(key);
   }
   Unlock(shard, seq);
   return true;
@@ -171,8 +164,8 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
   // The filter answers the free of nearly every unsampled block; past it, the block is nearly
   // always a sampled one, so lock at once (a probe without the lock would be done twice).
   if (!MaybeSampled(address)) return Lookup::kAbsent;
-  const uint64_t shard_index = ShardIndex(FilterKey(address));
-  Shard& shard = shards_[shard_index];
+  const uint64_t key = FilterKey(address);
+  Shard& shard = shards_[ShardIndex(key)];
   uint32_t seq;
   if (!Lock(shard, &seq)) return Lookup::kBusy;
   const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
@@ -186,7 +179,7 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
       *size = slots[i].size.load(std::memory_order_relaxed);
       EraseAt(slots, mask, i);
       --shard.used;
-      if (++shard.stale > shard.used) RebuildFilter(shard_index);
+      CountOutOfFilter(key);
       result = Lookup::kTaken;
       break;
     }

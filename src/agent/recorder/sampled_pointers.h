@@ -17,10 +17,11 @@
 // multiplication and one load, unless a live sampled block shares its bit: with L sampled
 // blocks live, a fraction of about L/65,536 of the other frees probe a table for nothing (0.4%
 // at the 250 of the churn benchmark, whose 8 MiB heap has some 250 at the default rate). A
-// removal leaves its bit set (stale): no count per bit is kept, because such an array (256 KiB)
-// missed the cache on every sampled allocation and free. Once a shard has more stale removals
-// than live entries, its bits are recomputed from its table, so stale bits at most double the
-// false "maybe"s and the rebuilds cost at most a few slot reads per removal.
+// count per bit (one byte each, 64 KiB in all, written under the shard's lock) clears the bit
+// with the last live block on it, so removed blocks leave no stale bits behind. (A 4-byte count
+// made the array 256 KiB, which missed the cache on every sampled allocation and free; stale
+// bits with a rebuild of the shard's words every few removals cost more instructions than a
+// byte count, bench/instruction_cost.py.)
 
 // Concurrency: each shard has a lock word (odd while held), taken with a bounded wait by
 // the rare calls that get past the filter: a sampled allocation, the free of a sampled block (or
@@ -83,7 +84,6 @@ class SampledPointers {
   struct alignas(64) Shard {
     std::atomic<uint32_t> seq{0};  // odd: held
     std::atomic<uint32_t> abandoned{0};  // a held lock word that stayed for kStuckNs (0: none)
-    uint32_t stale = 0;  // removals since the shard's filter bits were last recomputed
     std::atomic<uint64_t> mask{0};  // slots - 1
     std::atomic<Slot*> slots{nullptr};
     uint64_t used = 0;  // under the lock only
@@ -109,8 +109,11 @@ class SampledPointers {
     h ^= h >> 32;
     return h;
   }
-  void SetFilterBit(uint64_t key);
-  void RebuildFilter(uint64_t shard_index);  // under the shard's lock
+  // The filter's counts: one byte per bit, a shard's side by side, like its words.
+  static constexpr uint8_t kSaturated = 255;
+  static uint64_t FilterCounter(uint64_t key) { return key >> 48; }
+  void CountIntoFilter(uint64_t key);   // under the shard's lock
+  void CountOutOfFilter(uint64_t key);  // under the shard's lock
   static Slot* MapSlots(uint64_t count);
   // Takes the shard's lock: inline, one compare-and-swap when it is free (nearly always);
   // LockSlow waits, bounded, when it is held.
@@ -139,6 +142,7 @@ class SampledPointers {
   // clear bit means its block is not in the set. First: every free's load needs no offset.
   alignas(64) std::atomic<uint64_t> maybe_[kShards * kFilterWordsPerShard] = {};
   alignas(64) Shard shards_[kShards];
+  uint8_t counts_[kShards * kFilterWordsPerShard * 64] = {};
 };
 
 }  // namespace memlens::agent
