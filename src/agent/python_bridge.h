@@ -54,7 +54,7 @@ struct MemlensAgentBridge {
    * that was not sampled, any call from inside the agent), it runs the real call with the
    * thread marked as inside the agent (nothing it causes is recorded: pymalloc hands large
    * blocks to PyMem_RawMalloc, whose wrapper must not count them again) and returns. The
-   * thread's countdown (int64_t, memlens::agent::CountsDownUnsampled) and its "inside the
+   * thread's countdown (uint64_t, memlens::agent::CountsDownUnsampled) and its "inside the
    * agent" flag (bool) are the agent's thread-locals, given as byte offsets from the thread
    * pointer (__builtin_thread_pointer()): the agent's thread-local storage is static
    * (initial-exec), so one offset holds in every thread, and the wrappers make no call. */

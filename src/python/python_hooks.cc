@@ -143,7 +143,7 @@ inline T* AgentThreadLocal(ptrdiff_t offset) {
 // then counted down), or the thread is inside the agent.
 inline bool PassesUnsampled(size_t size) {
   return *AgentThreadLocal<bool>(g_in_hook_offset) ||
-         agent::CountsDownUnsampled(AgentThreadLocal<int64_t>(g_countdown_offset), size);
+         agent::CountsDownUnsampled(AgentThreadLocal<uint64_t>(g_countdown_offset), size);
 }
 
 inline bool ReleasesUnsampled(const void* ptr) {

@@ -13,12 +13,13 @@ namespace memlens::agent {
 
 // Counts an allocation of `size` bytes down on the thread's countdown: true when no sample
 // point falls in it (the count is then stored); false when one does, leaving the count for the
-// full path to redraw. The bytes count before the allocation is made, so a failed allocation
-// uses them up too: that biases nothing, sample points being memoryless.
-inline bool CountsDownUnsampled(int64_t* countdown, uint64_t size) {
-  int64_t left = *countdown - static_cast<int64_t>(size);
-  if (__builtin_expect(left <= 0 || size > (uint64_t{1} << 62), 0)) return false;
-  *countdown = left;
+// full path to redraw. The countdown is the number of bytes up to and including the next
+// sampled byte (0: not drawn yet), so one unsigned compare decides, whatever the size. The
+// bytes count before the allocation is made, so a failed allocation uses them up too: that
+// biases nothing, sample points being memoryless.
+inline bool CountsDownUnsampled(uint64_t* countdown, uint64_t size) {
+  if (__builtin_expect(size >= *countdown, 0)) return false;
+  *countdown -= size;
   return true;
 }
 

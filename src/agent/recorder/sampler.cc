@@ -15,7 +15,7 @@ namespace memlens::agent {
 
 uint64_t g_sample_rate = 0;
 bool g_direct_short_path = false;
-constinit thread_local int64_t t_bytes_to_sample = 0;
+constinit thread_local uint64_t t_bytes_to_sample = 0;
 constinit SampledPointers g_sampled;
 
 namespace {
@@ -37,10 +37,10 @@ uint64_t SplitMix(uint64_t* state) {
 // Bytes to the next sampled byte: exponential with mean g_sample_rate, at least 1. With u
 // uniform in (0, 1], floor(-rate * ln u) + 1 <= s exactly when -rate * ln u < s, so a block of
 // s bytes is sampled with probability 1 - exp(-s/rate).
-int64_t DrawDistance() {
+uint64_t DrawDistance() {
   double u = static_cast<double>((SplitMix(&t_rng) >> 11) + 1) * 0x1.0p-53;
   double d = -static_cast<double>(g_sample_rate) * std::log(u);
-  return d >= 0x1.0p62 ? (int64_t{1} << 62) : static_cast<int64_t>(d) + 1;
+  return d >= 0x1.0p62 ? (uint64_t{1} << 62) : static_cast<uint64_t>(d) + 1;
 }
 
 }  // namespace
@@ -67,22 +67,12 @@ bool SampleSlow(uint64_t size) {
     t_rng = g_seed ^ (ordinal * 0xD6E8FEB86659FD93ULL);
     if (t_rng == 0) t_rng = 1;
     t_bytes_to_sample = DrawDistance();
-    int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
-    if (left > 0) {
-      t_bytes_to_sample = left;
-      return false;
-    }
+    if (CountsDownUnsampled(&t_bytes_to_sample, size)) return false;
   }
   // A sampled byte falls inside this block. However many more do, the distance from its end to
   // the next one is again exponential (the process has no memory), so draw afresh.
   t_bytes_to_sample = DrawDistance();
   return true;
-}
-
-bool RememberSampled(const void* address, size_t size) {
-  if (g_sampled.Insert(reinterpret_cast<uintptr_t>(address), size)) return true;
-  CountDroppedEvent();  // the set stayed busy: leave the block out, and say figures are short
-  return false;
 }
 
 bool AdmitReleaseSlow(format::EventKind kind, const void* address) {

@@ -28,8 +28,8 @@ namespace memlens::agent {
 
 // The mean bytes between samples; 0 in full tracing. Written once before recording starts.
 extern uint64_t g_sample_rate;
-// Bytes this thread may still allocate before its next sampled byte (<= 0: not yet drawn).
-extern thread_local constinit int64_t t_bytes_to_sample;  // constinit: no TLS wrapper call
+// Bytes up to and including this thread's next sampled byte (0: not yet drawn).
+extern thread_local constinit uint64_t t_bytes_to_sample;  // constinit: no TLS wrapper call
 
 // The live sampled blocks (constant-initialized: usable at the first malloc).
 extern SampledPointers g_sampled;
@@ -40,18 +40,17 @@ bool ConfigureSampling(uint64_t rate, uint64_t seed);
 
 // The countdown ran out (or the thread had none yet): draws, decides, draws the next distance.
 bool SampleSlow(uint64_t size);
-// Out of line: a sampled heap block is remembered so its free is recorded.
-bool RememberSampled(const void* address, size_t size);
+// A sampled heap block is remembered so its free is recorded.
+inline bool RememberSampled(const void* address, size_t size) {
+  if (g_sampled.Insert(reinterpret_cast<uintptr_t>(address), size)) return true;
+  CountDroppedEvent();  // the set stayed busy: leave the block out, and say figures are short
+  return false;
+}
 bool AdmitReleaseSlow(format::EventKind kind, const void* address);
 
 // True when an allocation of this size is to be recorded.
 inline bool ShouldSample(uint64_t size) {
-  int64_t left = t_bytes_to_sample - static_cast<int64_t>(size);
-  if (__builtin_expect(left > 0, 1)) {
-    t_bytes_to_sample = left;
-    return false;
-  }
-  return SampleSlow(size);
+  return !CountsDownUnsampled(&t_bytes_to_sample, size) && SampleSlow(size);
 }
 
 // --- the short path (docs/hot-path-rules.md, "Sampling mode's short path") ---

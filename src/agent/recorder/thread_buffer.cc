@@ -17,28 +17,6 @@ std::atomic<uint32_t> g_next_thread_index{1};
 
 }  // namespace
 
-RawEvent* ThreadBuffer::Reserve(uint32_t max_size) {
-  uint64_t tail = tail_.load(std::memory_order_relaxed);
-  size_t pos = tail & (kCapacity - 1);
-  size_t room = kCapacity - pos;
-  size_t skip = room < max_size ? room : 0;  // records never wrap: skip to the start
-  if (tail + skip + max_size - cached_head_ > kCapacity) {
-    cached_head_ = head_.load(std::memory_order_acquire);
-    if (tail + skip + max_size - cached_head_ > kCapacity) return nullptr;
-  }
-  if (skip >= sizeof(RawEvent)) {
-    auto* pad = reinterpret_cast<RawEvent*>(data + pos);
-    pad->kind = kPadKind;
-    pad->record_size = static_cast<uint32_t>(skip);
-  }
-  reserved_at_ = tail + skip;
-  return reinterpret_cast<RawEvent*>(data + (reserved_at_ & (kCapacity - 1)));
-}
-
-void ThreadBuffer::Commit(uint32_t size) {
-  tail_.store(reserved_at_ + size, std::memory_order_release);
-}
-
 ThreadBuffer* FirstThreadBuffer() { return g_registry.load(std::memory_order_acquire); }
 
 ThreadBuffer* AcquireThreadBuffer() {
