@@ -93,7 +93,7 @@ class SampledPointers {
   // An address's filter key is one multiplication (Fibonacci hashing), cheap enough for every
   // free; its top bits depend on every address bit. Bits 54..63 choose the filter word, the
   // word's top six its shard, so a shard's 16 words lie side by side (two cache lines, written
-  // only under its lock: a rebuild writes two lines); bits 48..53 choose the bit.
+  // only under its lock); bits 48..53 choose the bit.
   static constexpr uint64_t kFilterWordsPerShard = 16;
   static uint64_t FilterKey(uint64_t address) { return address * 0x9e3779b97f4a7c15ULL; }
   static uint64_t FilterWord(uint64_t key) { return key >> 54; }
@@ -138,8 +138,8 @@ class SampledPointers {
   // The filter: bit FilterBit(key) of word FilterWord(key), written only under the lock of
   // shard ShardIndex(key). Why it may be read without the lock: a freeing thread got its block's
   // address through the program's own synchronization after the allocating thread set the
-  // bit, and a rebuild stores each word whole with the bits of every live block set, so a
-  // clear bit means its block is not in the set. First: every free's load needs no offset.
+  // bit, and a bit is cleared only when its count says no live block holds it, so a clear bit
+  // means its block is not in the set. First: every free's load needs no offset.
   alignas(64) std::atomic<uint64_t> maybe_[kShards * kFilterWordsPerShard] = {};
   alignas(64) Shard shards_[kShards];
   uint8_t counts_[kShards * kFilterWordsPerShard * 64] = {};
