@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cmath>
 
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampled_pointers.h"
+#include "agent/recorder/unit_log.h"
 
 namespace memlens::agent {
 
@@ -39,7 +39,7 @@ uint64_t SplitMix(uint64_t* state) {
 // s bytes is sampled with probability 1 - exp(-s/rate).
 uint64_t DrawDistance() {
   double u = static_cast<double>((SplitMix(&t_rng) >> 11) + 1) * 0x1.0p-53;
-  double d = -static_cast<double>(g_sample_rate) * std::log(u);
+  double d = -static_cast<double>(g_sample_rate) * UnitLog(u);
   return d >= 0x1.0p62 ? (uint64_t{1} << 62) : static_cast<uint64_t>(d) + 1;
 }
 
