@@ -210,7 +210,8 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
   uint32_t n = 0;
   bool own = true;  // still in the leading frames of our own code
   // The frame of the previous stack at or just beyond sp, and a pending match: fresh frame
-  // match_at equals previous frame match_prev; a second one right after it confirms.
+  // match_at equals previous frame match_prev; a second one right after it confirms (needed
+  // only where the matched frame's CFA is rbp-based, below).
   int64_t prev = s->prev_matchable ? static_cast<int64_t>(s->prev_count) - 1 : -1;
   // Previous frames at or inside this index cannot match: a frame outside them was replaced.
   int64_t replaced = prev + 1;
@@ -238,8 +239,24 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
             // last replaced frame, so all of them together load each slot at most once.
             match_prev = -2;
           } else {
-            match_prev = prev;
-            match_at = n;
+            if (ip != rule_ip) {
+              rule = s->RuleFor(ip);
+              rule_ip = ip;
+            }
+            if (rule.kind == FrameRule::kNormal && !rule.cfa_from_rbp) {
+              // This frame's rule finds the caller's frame from the stack pointer alone, so the
+              // next frame's stack pointer is the previous stack's too, and its return address
+              // is the first slot ReplacedOuterFrame reads: that check stands for the second
+              // match, and the walk stops one frame sooner.
+              replaced = ReplacedOuterFrame(s, prev);
+              if (replaced < 0) {
+                out->kept = static_cast<uint32_t>(prev) + 1;
+                break;
+              }
+            } else {
+              match_prev = prev;
+              match_at = n;
+            }
           }
         } else {
           match_prev = -2;

@@ -11,7 +11,8 @@
 //   code without CFI, a CFA expression) hands the whole stack to libunwind's unw_backtrace.
 // - The thread's previous stack is kept with each frame's stack pointer. The walk stops at the
 //   first two consecutive frames whose (return address, stack pointer) equal two consecutive
-//   frames of the previous stack, once every return-address slot further out still holds the
+//   frames of the previous stack (one, where that frame's CFA is rsp-based: it fixes the next
+//   frame's stack pointer), once every return-address slot further out still holds the
 //   address seen there last time (one load per frame). An activation that returned and was
 //   replaced by a call from elsewhere rewrites its return-address slot, so the stale part is
 //   never reused; the walk then looks for a match further out than the replaced frame. Left
