@@ -31,6 +31,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,8 @@ def main():
     p.add_argument("--build-dir", type=Path, default=bench.ROOT / "build")
     p.add_argument("--baseline-build-dir", type=Path, help="another build, measured beside it")
     args = p.parse_args()
+    if not (shutil.which("valgrind") and shutil.which("cg_annotate")):
+        sys.exit("instruction_cost: needs valgrind's cachegrind (apt-get install valgrind)")
     source, extra = bench.WORKLOADS[args.workload]
     cmd = [str(bench.build(source))] + extra + [str(args.iterations)]
     builds = [("this build", args.build_dir.resolve())]

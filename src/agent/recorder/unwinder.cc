@@ -221,6 +221,13 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
   out->truncated = false;
   uint64_t rule_ip = 0;
   FrameRule rule;
+  // The rule for ip, looked up once per return address (recursion repeats one).
+  auto update_rule = [&] {
+    if (ip != rule_ip) {
+      rule = s->RuleFor(ip);
+      rule_ip = ip;
+    }
+  };
   for (;;) {
     if (own) own = IsOwnCode(ip);
     if (!own) {
@@ -239,10 +246,7 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
             // last replaced frame, so all of them together load each slot at most once.
             match_prev = -2;
           } else {
-            if (ip != rule_ip) {
-              rule = s->RuleFor(ip);
-              rule_ip = ip;
-            }
+            update_rule();
             if (rule.kind == FrameRule::kNormal && !rule.cfa_from_rbp) {
               // This frame's rule finds the caller's frame from the stack pointer alone, so the
               // next frame's stack pointer is the previous stack's too, and its return address
@@ -270,10 +274,7 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
       s->fresh_sp[n] = sp;
       ++n;
     }
-    if (ip != rule_ip) {  // recursion repeats one return address: skip the cache lookup
-      rule = s->RuleFor(ip);
-      rule_ip = ip;
-    }
+    update_rule();
     if (rule.kind == FrameRule::kOutermost) break;
     uint64_t cfa = (rule.cfa_from_rbp ? rbp : sp) + static_cast<int64_t>(rule.cfa_offset);
     if (rule.kind != FrameRule::kNormal || cfa <= sp || cfa - sp > kMaxFrameBytes) {
