@@ -79,6 +79,9 @@ FrameRule SharedRule(uint64_t ip, uint32_t generation) {
 
 }  // namespace
 
+// A return address's slot in a thread's rule cache.
+inline uint32_t RuleSlot(uint64_t ip) { return (ip * 0x9e3779b97f4a7c15ULL) >> (64 - 12); }
+
 struct UnwindState {
   struct Slot {
     uint64_t ip;
@@ -121,7 +124,7 @@ struct UnwindState {
   bool Grow() { return capacity < kMaxStackFrames && SetArrays(capacity * 2); }
 
   FrameRule RuleFor(uint64_t ip) {
-    Slot& slot = rules[(ip * 0x9e3779b97f4a7c15ULL) >> (64 - 12)];
+    Slot& slot = rules[RuleSlot(ip)];
     if (slot.ip != ip || slot.rule.kind == FrameRule::kUnknown) {
       slot.rule = SharedRule(ip, generation);
       slot.ip = ip;
@@ -159,6 +162,74 @@ int64_t ReplacedOuterFrame(const UnwindState* s, int64_t end) {
     if (*reinterpret_cast<const uint64_t*>(s->prev_sp[i] - 8) != s->prev_ip[i]) return i;
   }
   return -1;
+}
+
+// The walk's state, in registers while FastSteps runs.
+struct Walk {
+  uint64_t ip;
+  uint64_t sp;
+  uint64_t rbp;
+  uint64_t* fresh;      // the next fresh frame's return address; its stack pointer is
+  uint64_t* fresh_end;  // `stride` slots further (fresh_ip and fresh_sp share one mapping)
+  size_t stride;
+  uint64_t prev_frame_sp;  // frames from here outwards may match the previous stack
+  uint64_t rule_ip;        // the return address whose rule is unpacked below (a kNormal one)
+  int64_t cfa_offset;
+  int64_t rbp_offset;
+  bool cfa_from_rbp;
+};
+
+enum class FastStop { kFrame, kEnd, kBadStep };
+
+// Steps the frames that need nothing but a rule the thread's cache holds: deeper than any
+// frame of the previous stack, with room in the fresh arrays. Returns kFrame at the first frame
+// that needs more (the general loop in CaptureStack takes it), kEnd past the outermost frame,
+// kBadStep where a rule gives no sane caller frame. No calls, so the walk stays in registers;
+// a recursion repeats one return address and steps without even a cache lookup.
+__attribute__((always_inline)) inline FastStop FastSteps(Walk& w, const UnwindState::Slot* rules) {
+  uint64_t ip = w.ip, sp = w.sp, rbp = w.rbp;
+  uint64_t* fresh = w.fresh;
+  uint64_t* const fresh_end = w.fresh_end;
+  const size_t stride = w.stride;
+  const uint64_t prev_frame_sp = w.prev_frame_sp;
+  uint64_t rule_ip = w.rule_ip;
+  int64_t cfa_offset = w.cfa_offset, rbp_offset = w.rbp_offset;
+  bool cfa_from_rbp = w.cfa_from_rbp;
+  FastStop stop = FastStop::kFrame;
+  while (sp < prev_frame_sp && fresh != fresh_end) {
+    if (ip != rule_ip) {
+      const UnwindState::Slot& slot = rules[RuleSlot(ip)];
+      if (slot.ip != ip || slot.rule.kind != FrameRule::kNormal) break;
+      rule_ip = ip;
+      cfa_from_rbp = slot.rule.cfa_from_rbp;
+      cfa_offset = slot.rule.cfa_offset;
+      rbp_offset = slot.rule.rbp_offset;
+    }
+    fresh[0] = ip;
+    fresh[stride] = sp;
+    ++fresh;
+    uint64_t cfa = (cfa_from_rbp ? rbp : sp) + cfa_offset;
+    if (cfa - sp - 1 >= kMaxFrameBytes) {  // not in (sp, sp + kMaxFrameBytes]
+      stop = FastStop::kBadStep;
+      break;
+    }
+    ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
+    if (rbp_offset != 0) rbp = *reinterpret_cast<const uint64_t*>(cfa + rbp_offset);
+    sp = cfa;
+    if (ip == 0) {
+      stop = FastStop::kEnd;
+      break;
+    }
+  }
+  w.ip = ip;
+  w.sp = sp;
+  w.rbp = rbp;
+  w.fresh = fresh;
+  w.rule_ip = rule_ip;
+  w.cfa_offset = cfa_offset;
+  w.rbp_offset = rbp_offset;
+  w.cfa_from_rbp = cfa_from_rbp;
+  return stop;
 }
 
 }  // namespace
@@ -207,89 +278,137 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
     rbp = record[0];
   }
 
-  uint32_t n = 0;
-  bool own = true;  // still in the leading frames of our own code
+  out->kept = 0;
+  out->truncated = false;
+  Walk w{ip, sp, rbp, nullptr, nullptr, 0, UINT64_MAX, 0, 0, 0, false};
+  // Looks up the rule for w.ip into w. kOutermost ends the walk at this frame; a frame the
+  // rules cannot step hands the whole stack to libunwind.
+  enum class Lookup { kStep, kEnd, kLibunwind };
+  auto lookup = [&]() {
+    FrameRule rule = s->RuleFor(w.ip);
+    if (rule.kind != FrameRule::kNormal) {
+      return rule.kind == FrameRule::kOutermost ? Lookup::kEnd : Lookup::kLibunwind;
+    }
+    w.rule_ip = w.ip;
+    w.cfa_from_rbp = rule.cfa_from_rbp;
+    w.cfa_offset = rule.cfa_offset;
+    w.rbp_offset = rule.rbp_offset;
+    return Lookup::kStep;
+  };
+  // Steps to the caller's frame; false where the rule gives no sane frame above this one.
+  auto step = [&]() {
+    uint64_t cfa = (w.cfa_from_rbp ? w.rbp : w.sp) + w.cfa_offset;
+    if (cfa - w.sp - 1 >= kMaxFrameBytes) return false;  // not in (sp, sp + kMaxFrameBytes]
+    w.ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
+    if (w.rbp_offset != 0) w.rbp = *reinterpret_cast<const uint64_t*>(cfa + w.rbp_offset);
+    w.sp = cfa;
+    return true;
+  };
+
+  // Leading frames of our own code that have no frame record: stepped, not recorded.
+  while (IsOwnCode(w.ip)) {
+    Lookup next = w.ip == w.rule_ip ? Lookup::kStep : lookup();
+    if (next == Lookup::kLibunwind || (next == Lookup::kStep && !step())) {
+      CaptureWithLibunwind(s, out);
+      return;
+    }
+    if (next == Lookup::kEnd || w.ip == 0) {
+      out->fresh = s->fresh_ip;
+      out->fresh_count = 0;
+      out->matchable = true;
+      return;
+    }
+  }
+
+  w.fresh = s->fresh_ip;
+  w.fresh_end = s->fresh_ip + s->capacity;
+  w.stride = s->fresh_sp - s->fresh_ip;
   // The frame of the previous stack at or just beyond sp, and a pending match: fresh frame
-  // match_at equals previous frame match_prev; a second one right after it confirms (needed
-  // only where the matched frame's CFA is rbp-based, below).
+  // match_at equals previous frame match_prev; the next fresh frame matching the next previous
+  // frame confirms (needed only where the matched frame's CFA is rbp-based, below).
   int64_t prev = s->prev_matchable ? static_cast<int64_t>(s->prev_count) - 1 : -1;
   // Previous frames at or inside this index cannot match: a frame outside them was replaced.
   int64_t replaced = prev + 1;
   int64_t match_prev = -2;
   uint32_t match_at = 0;
-  out->kept = 0;
-  out->truncated = false;
-  uint64_t rule_ip = 0;
-  FrameRule rule;
-  // The rule for ip, looked up once per return address (recursion repeats one).
-  auto update_rule = [&] {
-    if (ip != rule_ip) {
-      rule = s->RuleFor(ip);
-      rule_ip = ip;
-    }
-  };
+  // The stack pointer of previous frame `prev` (above any stack when there is none): frames
+  // deeper than it, most of a walk, cannot match.
+  if (prev >= 0) w.prev_frame_sp = s->prev_sp[prev];
   for (;;) {
-    if (own) own = IsOwnCode(ip);
-    if (!own) {
-      if (prev >= 0) {
-        while (prev >= 0 && s->prev_sp[prev] < sp) --prev;
-        if (prev >= 0 && prev < replaced && s->prev_sp[prev] == sp && s->prev_ip[prev] == ip) {
-          if (match_prev == prev + 1) {
-            replaced = ReplacedOuterFrame(s, prev);
-            if (replaced < 0) {
-              n = match_at;
-              out->kept = static_cast<uint32_t>(match_prev) + 1;
-              break;
-            }
-            // A caller further out moved on (the same callee called again from another call
-            // site of the same frame): look for a match outside it. Each check starts inside the
-            // last replaced frame, so all of them together load each slot at most once.
-            match_prev = -2;
-          } else {
-            update_rule();
-            if (rule.kind == FrameRule::kNormal && !rule.cfa_from_rbp) {
-              // This frame's rule finds the caller's frame from the stack pointer alone, so the
-              // next frame's stack pointer is the previous stack's too, and its return address
-              // is the first slot ReplacedOuterFrame reads: that check stands for the second
-              // match, and the walk stops one frame sooner.
-              replaced = ReplacedOuterFrame(s, prev);
-              if (replaced < 0) {
-                out->kept = static_cast<uint32_t>(prev) + 1;
-                break;
-              }
-            } else {
-              match_prev = prev;
-              match_at = n;
-            }
-          }
-        } else {
-          match_prev = -2;
-        }
-      }
-      if (n == s->capacity && !s->Grow()) {
-        out->truncated = true;
-        break;
-      }
-      s->fresh_ip[n] = ip;
-      s->fresh_sp[n] = sp;
-      ++n;
-    }
-    update_rule();
-    if (rule.kind == FrameRule::kOutermost) break;
-    uint64_t cfa = (rule.cfa_from_rbp ? rbp : sp) + static_cast<int64_t>(rule.cfa_offset);
-    if (rule.kind != FrameRule::kNormal || cfa <= sp || cfa - sp > kMaxFrameBytes) {
+    FastStop fast = FastSteps(w, s->rules);
+    if (fast == FastStop::kEnd) break;
+    if (fast == FastStop::kBadStep) {
       CaptureWithLibunwind(s, out);
       return;
     }
-    ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
-    if (rule.rbp_offset != 0) {
-      rbp = *reinterpret_cast<const uint64_t*>(cfa + static_cast<int64_t>(rule.rbp_offset));
+    // One frame that FastSteps left: it may match the previous stack, the arrays may be full,
+    // or its rule is not in the thread's cache.
+    if (w.sp >= w.prev_frame_sp) {
+      const uint64_t sp = w.sp, ip = w.ip;
+      const uint32_t n = static_cast<uint32_t>(w.fresh - s->fresh_ip);
+      while (prev >= 0 && s->prev_sp[prev] < sp) --prev;
+      if (prev >= 0 && prev < replaced && s->prev_sp[prev] == sp && s->prev_ip[prev] == ip) {
+        if (match_prev == prev + 1 && match_at + 1 == n) {
+          replaced = ReplacedOuterFrame(s, prev);
+          if (replaced < 0) {
+            w.fresh = s->fresh_ip + match_at;
+            out->kept = static_cast<uint32_t>(match_prev) + 1;
+            break;
+          }
+          // A caller further out moved on (the same callee called again from another call
+          // site of the same frame): look for a match outside it. Each check starts inside the
+          // last replaced frame, so all of them together load each slot at most once.
+          match_prev = -2;
+        } else {
+          FrameRule rule = ip == w.rule_ip ? FrameRule{FrameRule::kNormal, w.cfa_from_rbp, 0, 0}
+                                           : s->RuleFor(ip);
+          if (rule.kind == FrameRule::kNormal && !rule.cfa_from_rbp) {
+            // This frame's rule finds the caller's frame from the stack pointer alone, so the
+            // next frame's stack pointer is the previous stack's too, and its return address
+            // is the first slot ReplacedOuterFrame reads: that check stands for the second
+            // match, and the walk stops one frame sooner.
+            replaced = ReplacedOuterFrame(s, prev);
+            if (replaced < 0) {
+              out->kept = static_cast<uint32_t>(prev) + 1;
+              break;
+            }
+          } else {
+            match_prev = prev;
+            match_at = n;
+          }
+        }
+      }
+      w.prev_frame_sp = prev >= 0 ? s->prev_sp[prev] : UINT64_MAX;
     }
-    sp = cfa;
-    if (ip == 0) break;
+    if (w.fresh == w.fresh_end) {
+      const size_t n = w.fresh - s->fresh_ip;
+      if (!s->Grow()) {
+        out->truncated = true;
+        break;
+      }
+      w.fresh = s->fresh_ip + n;
+      w.fresh_end = s->fresh_ip + s->capacity;
+      w.stride = s->fresh_sp - s->fresh_ip;
+    }
+    w.fresh[0] = w.ip;
+    w.fresh[w.stride] = w.sp;
+    ++w.fresh;
+    if (w.ip != w.rule_ip) {
+      Lookup next = lookup();
+      if (next == Lookup::kEnd) break;
+      if (next == Lookup::kLibunwind) {
+        CaptureWithLibunwind(s, out);
+        return;
+      }
+    }
+    if (!step()) {
+      CaptureWithLibunwind(s, out);
+      return;
+    }
+    if (w.ip == 0) break;
   }
   out->fresh = s->fresh_ip;
-  out->fresh_count = n;
+  out->fresh_count = static_cast<uint32_t>(w.fresh - s->fresh_ip);
   out->matchable = !out->truncated;
 }
 
