@@ -11,15 +11,20 @@
 
 namespace memlens {
 
-inline void PutVarint(std::string* out, uint64_t value) {
-  char buf[10];
+// Writes value's varint at out (at most 10 bytes); returns its length.
+inline int EncodeVarint(uint64_t value, char* out) {
   int n = 0;
   while (value >= 0x80) {
-    buf[n++] = static_cast<char>(value | 0x80);
+    out[n++] = static_cast<char>(value | 0x80);
     value >>= 7;
   }
-  buf[n++] = static_cast<char>(value);
-  out->append(buf, n);
+  out[n++] = static_cast<char>(value);
+  return n;
+}
+
+inline void PutVarint(std::string* out, uint64_t value) {
+  char buf[10];
+  out->append(buf, EncodeVarint(value, buf));
 }
 
 inline uint64_t ZigZag(int64_t v) {

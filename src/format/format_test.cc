@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/byte_column.h"
 #include "base/varint.h"
 #include "format/chunk.h"
 #include "format/record_decoder.h"
@@ -116,6 +118,28 @@ TEST(Varint, RoundTripsEdges) {
   const auto* p = reinterpret_cast<const uint8_t*>(cut.data());
   uint64_t out;
   EXPECT_FALSE(GetVarint(&p, p + cut.size() - 1, &out));
+}
+
+// The encoder's columns: the same bytes as PutVarint's, kept whole across growth.
+TEST(ByteColumn, HoldsWhatWasPutAcrossGrowth) {
+  ByteColumn column;
+  std::string expected;
+  for (uint64_t i = 0; i < 20000; ++i) {
+    uint64_t v = i * 0x9e3779b97f4a7c15ULL >> (i % 64);
+    column.PutVarint(v);
+    PutVarint(&expected, v);
+    column.PutByte(static_cast<uint8_t>(i));
+    expected.push_back(static_cast<char>(i));
+    column.PutSignedVarint(-static_cast<int64_t>(i));
+    PutSignedVarint(&expected, -static_cast<int64_t>(i));
+  }
+  std::memcpy(column.Append(3), "abc", 3);
+  expected += "abc";
+  ASSERT_EQ(std::string(column.data(), column.size()), expected);
+  column.clear();
+  EXPECT_EQ(column.size(), 0u);
+  column.PutVarint(300);
+  EXPECT_EQ(std::string(column.data(), column.size()), "\xac\x02");
 }
 
 TEST(Records, EveryTypeRoundTrips) {

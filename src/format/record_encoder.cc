@@ -150,9 +150,9 @@ void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t ori
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
-  kinds_.push_back(static_cast<char>(e.kind));
+  kinds_.PutByte(static_cast<uint8_t>(e.kind));
   // Seqs rise within a batch: store the gap minus one (0 for a single-threaded program).
-  PutVarint(&seqs_, first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
+  seqs_.PutVarint(first_in_batch_ ? e.seq : e.seq - last_seq_ - 1);
   const uint64_t rotated = RotateAddress(e.address);
   const uint64_t size = HasSize(e.kind) ? e.size : 0;
   ThreadAllocations& mine = *batch_allocations_;
@@ -174,11 +174,11 @@ void RecordEncoder::AddEvent(const Event& e) {
       block.origin = chunk_;
     }
     static_assert(ReusedBlocks::kDepth < 0x80);
-    reuses_.push_back(static_cast<char>(rank));  // a one-byte varint
+    reuses_.PutByte(static_cast<uint8_t>(rank));  // a one-byte varint
     NoteAllocation(e.address, size, block.origin);
   } else {
     uint64_t reference = BackReference(e.address);
-    PutVarint(&releases_, reference);
+    releases_.PutVarint(reference);
     if (reference != 0) {
       coded_in_full = false;
       moves_chain = mine.InCurrentChunk(reference) && mine.Origin(reference) == chunk_;
@@ -187,9 +187,9 @@ void RecordEncoder::AddEvent(const Event& e) {
   }
   if (coded_in_full) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
   if (moves_chain) last_address_ = rotated;
-  if (HasSize(e.kind)) PutVarint(&sizes_, e.size);
+  if (HasSize(e.kind)) sizes_.PutVarint(e.size);
   if (HasStack(e.kind)) {
-    PutSignedVarint(&stacks_, static_cast<int64_t>(e.stack - last_stack_));
+    stacks_.PutSignedVarint(static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
   }
   last_seq_ = e.seq;
@@ -219,19 +219,19 @@ void RecordEncoder::FinishEvents() {
   for (uint64_t d : address_deltas_) widest |= d;
   int width = 0;
   while (width < 8 && (widest >> (8 * width)) != 0) ++width;
-  addresses_.assign(1, static_cast<char>(width));
+  addresses_.clear();
+  addresses_.PutByte(static_cast<uint8_t>(width));
+  char* plane_bytes = addresses_.Append(width * address_deltas_.size());
   for (int plane = 0; plane < width; ++plane) {
-    for (uint64_t d : address_deltas_) addresses_.push_back(static_cast<char>(d >> (8 * plane)));
+    for (uint64_t d : address_deltas_) *plane_bytes++ = static_cast<char>(d >> (8 * plane));
   }
-  for (const std::string* column :
+  for (ByteColumn* column :
        {&kinds_, &seqs_, &releases_, &reuses_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
-    out_->append(*column);
-  }
-  batches_.clear();
-  for (std::string* column : {&kinds_, &seqs_, &releases_, &reuses_, &sizes_, &stacks_}) {
+    out_->append(column->data(), column->size());
     column->clear();
   }
+  batches_.clear();
   address_deltas_.clear();
 }
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/byte_column.h"
 #include "format/reachable_allocations.h"
 #include "format/records.h"
 
@@ -74,9 +75,9 @@ class RecordEncoder {
 
   std::string* out_;
   std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
-  std::string kinds_, seqs_, releases_, reuses_, sizes_, stacks_;
+  ByteColumn kinds_, seqs_, releases_, reuses_, sizes_, stacks_;
   std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at FinishEvents
-  std::string addresses_;
+  ByteColumn addresses_;
   uint64_t last_seq_ = 0;
   uint64_t last_address_ = 0;  // rotated
   uint64_t last_stack_ = 0;
