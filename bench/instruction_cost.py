@@ -1,24 +1,26 @@
 #!/usr/bin/env python3
 """Instructions and first-level cache misses per recorded event, by part: the hot path's cost in
-numbers that do not move with the machine's noise (stdlib + valgrind's cachegrind).
+numbers that do not move with the machine's noise (stdlib + valgrind's callgrind).
 
 Wall-time ratios on a shared 2-core machine move by 0.05 or more between runs of the same
-build, which hides any single change to the hot path smaller than that. Cachegrind counts the
-instructions each function executed and simulates the first-level data cache, so two builds
-can be compared exactly. It does not model the other core (the writer's cache lines moving
-between cores), so it complements the timed benchmarks; it does not replace them.
+build, which hides any single change to the hot path smaller than that. Callgrind counts the
+instructions each function executed, thread by thread, and simulates the first-level data
+cache, so two builds can be compared exactly. It does not model the other core (the writer's
+cache lines moving between cores), so it complements the timed benchmarks; it does not
+replace them.
 
-Runs a bench workload under cachegrind unprofiled, sampled at the default rate (a fixed seed)
-and fully traced, the agent preloaded directly (no `memlens run` process). Each function's
-counts go to one part:
+Runs a bench workload under callgrind unprofiled, sampled at the default rate (a fixed seed)
+and fully traced, the agent preloaded directly (no `memlens run` process). Every count of the
+writer thread goes to the writer, the C library's work for it included; each function's
+counts on the program's threads go to one part:
 
   short path  the interposers and sampling's inline countdown and filter (every call pays it)
   sampling    the draw, the sampled-pointer set (insert, take, lock, filter rebuild)
   unwind      stack capture (CaptureStack, CommitStack, frame rules, libunwind)
   record      the full path's way in (MallocFull and the like: caller check, guard), and the
               ring: reserving, writing and publishing records
-  writer      the writer thread: draining, interning stacks, encoding, zstd (on another core)
   program     the workload and the C library, minus the unprofiled run's count
+  writer      the writer thread: draining, interning stacks, encoding, zstd (on another core)
 
 and the table gives each part per recorded event (an allocation or a free; sampled: a sampled
 block is two events), with the sum of the parts that run on the program's own thread.
@@ -42,21 +44,18 @@ import run as bench  # noqa: E402  (the workloads and their build)
 
 PARTS = ["short path", "sampling", "unwind", "record", "program", "writer"]
 ON_PROGRAM_THREAD = PARTS[:5]
-WRITER = re.compile(r"Writer::|RecordEncoder|StackInterner|ModuleScanner|ZSTD|"
-                    r"/src/agent/writer/|/src/format/|/src/base/")
+WRITER_THREAD = re.compile(r"\bWriter::")  # the writer class runs on its own thread only
 SAMPLING = re.compile(r"SampledPointers|SampleSlow|DrawDistance|RememberSampled|AdmitRelease|"
                       r"__ieee754_log|^log@")
 UNWIND = re.compile(r"CaptureStack|CommitStack|FrameRule|RuleFor|FindFde|ParseCie|Execute|"
                     r"CaptureWithLibunwind|_dl_find_object|unw_|_ULx86_64")
-AGENT = re.compile(r"/src/agent/|/src/python/")
+AGENT = re.compile(r"(^|/)src/(agent|python)/")
 ENTRY = re.compile(r"^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|"
                    r"memalign|valloc|pvalloc|operator new|operator delete)\b")
 
 
 def part_of(path, function):
-    # Code without symbols is libzstd's, on the writer (the C and C++ libraries have symbols)
-    if WRITER.search(function) or WRITER.search(path) or path == function == "???":
-        return "writer"
+    """The part of a function run on a program thread."""
     if SAMPLING.search(function):
         return "sampling"
     if UNWIND.search(function):
@@ -70,25 +69,33 @@ def part_of(path, function):
 
 
 def cachegrind(cmd, env, tmp):
-    """{part: [instructions, D1 misses]} of one run of cmd under cachegrind."""
-    out = tmp / "cachegrind.out"
-    subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=yes",
-                    f"--cachegrind-out-file={out}", "--"] + cmd,
+    """{part: [instructions, D1 misses]} of one run of cmd under callgrind, thread by thread."""
+    for old in tmp.glob("callgrind.out*"):
+        old.unlink()
+    out = tmp / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", "--cache-sim=yes",
+                    f"--callgrind-out-file={out}", "--"] + cmd,
                    env=env, check=True, capture_output=True)
-    table = subprocess.run(["cg_annotate", "--threshold=0", "--auto=no",
-                            "--show=Ir,D1mr,D1mw", str(out)],
-                           check=True, capture_output=True, text=True).stdout
     parts = collections.defaultdict(lambda: [0, 0])
-    for line in table.splitlines():
-        m = re.match(r"^\s*([\d,]+)\s+(?:\([\s\d.]+%\)\s+)?([\d,]+|\.)\s+(?:\([\s\d.]+%\)\s+)?"
-                     r"([\d,]+|\.)\s+(?:\([\s\d.]+%\)\s+)?(\S.*)$", line)
-        if not m or "PROGRAM TOTALS" in line or ":" not in m[4]:
-            continue
-        path, _, function = m[4].partition(":")
-        counts = [0 if v == "." else int(v.replace(",", "")) for v in m.group(1, 2, 3)]
-        part = parts[part_of(path, function)]
-        part[0] += counts[0]
-        part[1] += counts[1] + counts[2]
+    for thread in sorted(tmp.glob("callgrind.out-*")):
+        table = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no",
+                                "--show=Ir,D1mr,D1mw", str(thread)],
+                               check=True, capture_output=True, text=True).stdout
+        rows = []
+        for line in table.splitlines():
+            m = re.match(r"^\s*([\d,]+)\s+(?:\([\s\d.]+%\)\s+)?([\d,]+|\.)\s+"
+                         r"(?:\([\s\d.]+%\)\s+)?([\d,]+|\.)\s+(?:\([\s\d.]+%\)\s+)?"
+                         r"(\S.*?)(?: \[[^\]]*\])?$", line)
+            if not m or "PROGRAM TOTALS" in line or ":" not in m[4]:
+                continue
+            path, _, function = m[4].partition(":")
+            counts = [0 if v == "." else int(v.replace(",", "")) for v in m.group(1, 2, 3)]
+            rows.append((path, function, counts[0], counts[1] + counts[2]))
+        writer = any(WRITER_THREAD.search(function) for _, function, _, _ in rows)
+        for path, function, instructions, misses in rows:
+            part = parts["writer" if writer else part_of(path, function)]
+            part[0] += instructions
+            part[1] += misses
     return parts
 
 
@@ -120,7 +127,7 @@ def main():
     p.add_argument("--baseline-build-dir", type=Path, help="another build, measured beside it")
     args = p.parse_args()
     if not (shutil.which("valgrind") and shutil.which("cg_annotate")):
-        sys.exit("instruction_cost: needs valgrind's cachegrind (apt-get install valgrind)")
+        sys.exit("instruction_cost: needs valgrind's callgrind (apt-get install valgrind)")
     source, extra = bench.WORKLOADS[args.workload]
     cmd = [str(bench.build(source))] + extra + [str(args.iterations)]
     builds = [("this build", args.build_dir.resolve())]
@@ -133,7 +140,7 @@ def main():
         tmp = Path(tmp)
         base = cachegrind(cmd, dict(os.environ), tmp)
         program = [sum(v[0] for v in base.values()), sum(v[1] for v in base.values())]
-        print(f"{args.workload}, {args.iterations} allocations, under cachegrind: "
+        print(f"{args.workload}, {args.iterations} allocations, under callgrind: "
               "instructions / first-level data-cache misses per recorded event\n")
         print("| mode | build | " + " | ".join(PARTS[:4]) + " | program (Δ) | "
               "on the program's thread | writer |")
