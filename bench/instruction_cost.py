@@ -68,7 +68,7 @@ def part_of(path, function):
     return "program"
 
 
-def cachegrind(cmd, env, tmp):
+def callgrind(cmd, env, tmp):
     """{part: [instructions, D1 misses]} of one run of cmd under callgrind, thread by thread."""
     for old in tmp.glob("callgrind.out*"):
         old.unlink()
@@ -114,7 +114,7 @@ def measure(build, cmd, tmp, sample_rate):
     env.pop("MEMLENS_TRACKED", None)
     if sample_rate:
         env["MEMLENS_SAMPLE_RATE"] = str(sample_rate)
-    parts = cachegrind(cmd, env, tmp)
+    parts = callgrind(cmd, env, tmp)
     return parts, recorded_events(build / "bin" / "memlens", capture)
 
 
@@ -138,7 +138,7 @@ def main():
             sys.exit(f"instruction_cost: no {build}/lib/libmemlens.so: build memlens first")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        base = cachegrind(cmd, dict(os.environ), tmp)
+        base = callgrind(cmd, dict(os.environ), tmp)
         program = [sum(v[0] for v in base.values()), sum(v[1] for v in base.values())]
         print(f"{args.workload}, {args.iterations} allocations, under callgrind: "
               "instructions / first-level data-cache misses per recorded event\n")
