@@ -321,7 +321,9 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
   size_t kept = std::min<size_t>(words[0], frames.size());  // never more: the agent mirrors us
   frames.resize(kept);
   if (stacks->nodes.size() > kept) stacks->nodes.resize(kept);
-  for (int i = count - 1; i >= 0; --i) frames.push_back(changed[i]);
+  // One insert, not a push_back per frame: this runs for every event.
+  frames.insert(frames.end(), std::make_reverse_iterator(changed + count),
+                std::make_reverse_iterator(changed));
   if (raw.flags & kAfterPieces) frames.insert(frames.end(), stacks->pieces.rbegin(), stacks->pieces.rend());
   stacks->pieces.clear();
   auto on_new_node = [&](uint64_t parent, uint64_t ip) {
@@ -342,10 +344,13 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
   }
   if (python <= 0 && !(raw.flags & kTruncated) && !annotated) {
     // Only the frames past the part shared with the previous stack are looked up.
-    uint64_t id = stacks->nodes.empty() ? 0 : stacks->nodes.back();
-    for (size_t i = stacks->nodes.size(); i < frames.size(); ++i) {
+    const size_t known = stacks->nodes.size();
+    uint64_t id = known ? stacks->nodes.back() : 0;
+    stacks->nodes.resize(frames.size());
+    uint64_t* nodes = stacks->nodes.data();
+    for (size_t i = known; i < frames.size(); ++i) {
       id = interner_.Extend(id, frames[i], on_new_node);
-      stacks->nodes.push_back(id);
+      nodes[i] = id;
     }
     return id;
   }
