@@ -15,7 +15,7 @@ writer thread goes to the writer, the C library's work for it included; each fun
 counts on the program's threads go to one part:
 
   short path  the interposers and sampling's inline countdown and filter (every call pays it)
-  sampling    the draw, the sampled-pointer set (insert, take, lock, filter rebuild)
+  sampling    the draw, the sampled-pointer set (insert, take, lock, filter counts)
   unwind      stack capture (CaptureStack, CommitStack, frame rules, libunwind)
   record      the full path's way in (MallocFull and the like: caller check, guard), and the
               ring: reserving, writing and publishing records

@@ -296,6 +296,8 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
     return Lookup::kStep;
   };
   // Steps to the caller's frame; false where the rule gives no sane frame above this one.
+  // FastSteps' step, on w's fields: one helper shared by both cost deep_stacks 22
+  // instructions per event in FastSteps' code (bench/instruction_cost.py).
   auto step = [&]() {
     uint64_t cfa = (w.cfa_from_rbp ? w.rbp : w.sp) + w.cfa_offset;
     if (cfa - w.sp - 1 >= kMaxFrameBytes) return false;  // not in (sp, sp + kMaxFrameBytes]
