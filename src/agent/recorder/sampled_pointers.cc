@@ -2,12 +2,11 @@
 #include "agent/recorder/sampled_pointers.h"
 
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/monotonic_clock.h"
+#include "base/raw_mapping.h"
 
 namespace memlens::agent {
 namespace {
@@ -46,10 +45,7 @@ void SampledPointers::CountOutOfFilter(uint64_t key) {
 
 SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
   // The raw system call: neither our mmap hook nor any allocator. Zeroed: every slot empty.
-  void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, count * sizeof(Slot),
-                                              PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-  return mem == MAP_FAILED ? nullptr : static_cast<Slot*>(mem);
+  return static_cast<Slot*>(MapZeroed(count * sizeof(Slot)));
 }
 
 bool SampledPointers::Init() {

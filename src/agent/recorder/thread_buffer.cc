@@ -1,13 +1,13 @@
 // src/agent/recorder/thread_buffer.cc: see thread_buffer.h.
 #include "agent/recorder/thread_buffer.h"
 
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <new>
 
 #include "agent/recorder/unwinder.h"
+#include "base/raw_mapping.h"
 
 namespace memlens::agent {
 namespace {
@@ -32,13 +32,11 @@ ThreadBuffer* AcquireThreadBuffer() {
     // One mapping holds the header page and the ring. The raw syscall keeps this out of our
     // own mmap hook and away from any allocator.
     size_t header = 4096;
-    void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, header + ThreadBuffer::kCapacity,
-                                                PROT_READ | PROT_WRITE,
-                                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-    if (mem == MAP_FAILED) return nullptr;
+    void* mem = MapZeroed(header + ThreadBuffer::kCapacity);
+    if (!mem) return nullptr;
     UnwindState* unwind = NewUnwindState();
     if (!unwind) {
-      syscall(SYS_munmap, mem, header + ThreadBuffer::kCapacity);
+      Unmap(mem, header + ThreadBuffer::kCapacity);
       return nullptr;
     }
     buffer = new (mem) ThreadBuffer();

@@ -4,8 +4,6 @@
 
 #define UNW_LOCAL_ONLY  // in-process unwinding only: the fast, local flavour of libunwind
 #include <libunwind.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bit>
@@ -13,6 +11,7 @@
 #include <new>
 
 #include "agent/recorder/frame_rules.h"
+#include "base/raw_mapping.h"
 
 namespace memlens::agent {
 
@@ -30,12 +29,6 @@ namespace {
 constexpr uint32_t kRuleSlots = 4096;         // per thread, direct-mapped by return address
 constexpr uint32_t kInitialCapacity = 1024;   // frames; doubled on demand
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 30;  // a bigger step is a broken rule
-
-void* MapRaw(size_t bytes) {
-  void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
-                                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-  return mem == MAP_FAILED ? nullptr : mem;
-}
 
 // The process-wide second level behind each thread's rule cache. A rule is a fact about the
 // code, the same for every thread, and a Python program's stacks pass through more return
@@ -99,7 +92,7 @@ struct UnwindState {
   Slot rules[kRuleSlots];
 
   bool SetArrays(uint32_t new_capacity) {
-    auto* mem = static_cast<uint64_t*>(MapRaw(size_t{4} * new_capacity * sizeof(uint64_t)));
+    auto* mem = static_cast<uint64_t*>(MapZeroed(size_t{4} * new_capacity * sizeof(uint64_t)));
     if (!mem) return false;
     uint64_t* ip = mem;
     uint64_t* sp = mem + new_capacity;
@@ -110,7 +103,7 @@ struct UnwindState {
       std::memcpy(sp, prev_sp, prev_count * sizeof(uint64_t));
       std::memcpy(fip, fresh_ip, capacity * sizeof(uint64_t));
       std::memcpy(fsp, fresh_sp, capacity * sizeof(uint64_t));
-      syscall(SYS_munmap, arrays, size_t{4} * capacity * sizeof(uint64_t));
+      Unmap(arrays, size_t{4} * capacity * sizeof(uint64_t));
     }
     arrays = mem;
     prev_ip = ip;
@@ -237,15 +230,15 @@ __attribute__((always_inline)) inline FastStop FastSteps(Walk& w, const UnwindSt
 void InitializeUnwinder() {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   g_shared_rules = static_cast<SharedRuleSlot*>(
-      MapRaw(sizeof(SharedRuleSlot) << kSharedRuleBits));  // zero: no slot holds a rule yet
+      MapZeroed(sizeof(SharedRuleSlot) << kSharedRuleBits));  // zero: no slot holds a rule yet
 }
 
 UnwindState* NewUnwindState() {
-  void* mem = MapRaw(sizeof(UnwindState));
+  void* mem = MapZeroed(sizeof(UnwindState));
   if (!mem) return nullptr;
   auto* state = new (mem) UnwindState();
   if (!state->SetArrays(kInitialCapacity)) {
-    syscall(SYS_munmap, mem, sizeof(UnwindState));
+    Unmap(mem, sizeof(UnwindState));
     return nullptr;
   }
   return state;

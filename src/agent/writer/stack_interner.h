@@ -6,7 +6,8 @@
 //
 // Memory: 16 bytes per node plus an id table kept at most 70% full, a fixed-size cache of
 // recent whole stacks (Python programs make hundreds of thousands of deep, distinct stacks) and
-// a fixed-size cache of recent trie steps (2 MiB and 192 KiB).
+// a fixed-size cache of recent trie steps (2 MiB and 192 KiB, mapped zero-filled: a page costs
+// only once a slot on it is used, so a short run does not pay for them up front).
 // Runs on: the writer thread only. Not thread-safe; never touched by application threads.
 #pragma once
 
@@ -19,6 +20,9 @@ namespace memlens::agent {
 class StackInterner {
  public:
   StackInterner();
+  ~StackInterner();
+  StackInterner(const StackInterner&) = delete;
+  StackInterner& operator=(const StackInterner&) = delete;
 
   // Returns the id of the innermost node of frames[0..count) (0 for an empty stack). For each
   // node created, on_new_node(parent_id, ip) is called, parents first; ids are 1, 2, 3... in
@@ -69,7 +73,7 @@ class StackInterner {
   static constexpr size_t kEdges = size_t{1} << 13;
 
   uint64_t Step(uint64_t parent, uint64_t ip, bool* created) {
-    Edge& edge = edges_[(parent ^ ip) & (kEdges - 1)];
+    Edge& edge = edges_[(parent ^ ip) & edge_mask_];
     if (edge.child != 0 && edge.parent == parent && edge.ip == ip) return edge.child;
     uint64_t id = Child(parent, ip, created);
     edge = {parent, ip, id};
@@ -86,15 +90,21 @@ class StackInterner {
   size_t children_used_ = 0;
   size_t first_live_node_ = 1;  // nodes below this were forgotten by ForgetPaths
   uint64_t generation_ = 0;     // ForgetPaths calls so far
-  std::vector<CachedStack> cache_;  // direct-mapped by hash
-  std::vector<Edge> edges_;         // kEdges
+  // Both caches are direct-mapped and verified on every hit, so where their mapping fails one
+  // slot each (the `fallback` members) still gives right answers, only more slowly.
+  CachedStack* cache_;  // kCachedStacks slots, by hash
+  Edge* edges_;         // kEdges slots
+  size_t cache_mask_;
+  size_t edge_mask_;
+  CachedStack fallback_stack_{};
+  Edge fallback_edge_{};
 };
 
 template <typename Fn>
 uint64_t StackInterner::Intern(const uint64_t* frames, int count, Fn&& on_new_node) {
   if (count == 0) return 0;
   uint64_t hash = HashStack(frames, count);
-  CachedStack& cached = cache_[hash & (kCachedStacks - 1)];
+  CachedStack& cached = cache_[hash & cache_mask_];
   if (cached.hash == hash && cached.innermost == frames[0] &&
       cached.depth == static_cast<uint64_t>(count)) {
     return cached.id;
