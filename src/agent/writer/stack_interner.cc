@@ -1,10 +1,6 @@
 // src/agent/writer/stack_interner.cc: see stack_interner.h.
 #include "agent/writer/stack_interner.h"
 
-#include <algorithm>
-
-#include "base/raw_mapping.h"
-
 namespace memlens::agent {
 namespace {
 
@@ -17,33 +13,15 @@ inline uint64_t Mix(uint64_t h) {
 
 }  // namespace
 
-// The writer is made on the application thread as recording starts: zero-filled vectors there
-// cost every recorded process some 560 page faults (about 2 ms) before its first line ran.
-StackInterner::StackInterner() : nodes_(1, Node{0, 0}), children_(size_t{1} << 12, 0) {
-  cache_ = static_cast<CachedStack*>(MapZeroed(kCachedStacks * sizeof(CachedStack)));
-  cache_mask_ = cache_ ? kCachedStacks - 1 : 0;
-  if (!cache_) cache_ = &fallback_stack_;
-  edges_ = static_cast<Edge*>(MapZeroed(kEdges * sizeof(Edge)));
-  edge_mask_ = edges_ ? kEdges - 1 : 0;
-  if (!edges_) edges_ = &fallback_edge_;
-}
-
-StackInterner::~StackInterner() {
-  if (cache_ != &fallback_stack_) Unmap(cache_, kCachedStacks * sizeof(CachedStack));
-  if (edges_ != &fallback_edge_) Unmap(edges_, kEdges * sizeof(Edge));
-}
+StackInterner::StackInterner() : nodes_(1, Node{0, 0}), children_(size_t{1} << 12, 0) {}
 
 void StackInterner::ForgetPaths() {
   children_.assign(children_.size(), 0);
   children_used_ = 0;
   first_live_node_ = nodes_.size();
   ++generation_;
-  if (cache_mask_ == 0 || !RezeroMapping(cache_, kCachedStacks * sizeof(CachedStack))) {
-    std::fill_n(cache_, cache_mask_ + 1, CachedStack{});
-  }
-  if (edge_mask_ == 0 || !RezeroMapping(edges_, kEdges * sizeof(Edge))) {
-    std::fill_n(edges_, edge_mask_ + 1, Edge{0, 0, 0});
-  }
+  cache_.Clear();
+  edges_.Clear();
 }
 
 uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {

@@ -11,18 +11,18 @@
 // Runs on: the writer thread only. Not thread-safe; never touched by application threads.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "base/raw_mapping.h"
 
 namespace memlens::agent {
 
 class StackInterner {
  public:
   StackInterner();
-  ~StackInterner();
-  StackInterner(const StackInterner&) = delete;
-  StackInterner& operator=(const StackInterner&) = delete;
 
   // Returns the id of the innermost node of frames[0..count) (0 for an empty stack). For each
   // node created, on_new_node(parent_id, ip) is called, parents first; ids are 1, 2, 3... in
@@ -49,6 +49,40 @@ class StackInterner {
   void ForgetPaths();
 
  private:
+  // A direct-mapped cache of kSlots entries whose all-zero entry is empty, mapped zero-filled:
+  // a page costs only once a slot on it is used (the writer is built on the program's thread
+  // as recording starts, where 2.2 MiB of zeros written up front cost some 560 page faults).
+  // Every hit is verified by the caller, so if the mapping fails one slot still gives right
+  // answers, only more slowly.
+  template <typename T, size_t kSlots>
+  class ZeroMappedCache {
+   public:
+    ZeroMappedCache() : slots_(static_cast<T*>(MapZeroed(kSlots * sizeof(T)))) {
+      if (slots_) {
+        mask_ = kSlots - 1;
+      } else {
+        slots_ = &fallback_;
+      }
+    }
+    ~ZeroMappedCache() {
+      if (slots_ != &fallback_) Unmap(slots_, kSlots * sizeof(T));
+    }
+    ZeroMappedCache(const ZeroMappedCache&) = delete;
+    ZeroMappedCache& operator=(const ZeroMappedCache&) = delete;
+    T& operator[](uint64_t key) { return slots_[key & mask_]; }
+    // Every slot empty again; the pages go back to the kernel.
+    void Clear() {
+      if (slots_ == &fallback_ || !RezeroMapping(slots_, kSlots * sizeof(T))) {
+        std::fill_n(slots_, mask_ + 1, T{});
+      }
+    }
+
+   private:
+    T* slots_;
+    uint64_t mask_ = 0;
+    T fallback_{};
+  };
+
   struct Node {
     uint64_t parent;
     uint64_t ip;
@@ -73,7 +107,7 @@ class StackInterner {
   static constexpr size_t kEdges = size_t{1} << 13;
 
   uint64_t Step(uint64_t parent, uint64_t ip, bool* created) {
-    Edge& edge = edges_[(parent ^ ip) & edge_mask_];
+    Edge& edge = edges_[parent ^ ip];
     if (edge.child != 0 && edge.parent == parent && edge.ip == ip) return edge.child;
     uint64_t id = Child(parent, ip, created);
     edge = {parent, ip, id};
@@ -90,21 +124,15 @@ class StackInterner {
   size_t children_used_ = 0;
   size_t first_live_node_ = 1;  // nodes below this were forgotten by ForgetPaths
   uint64_t generation_ = 0;     // ForgetPaths calls so far
-  // Both caches are direct-mapped and verified on every hit, so where their mapping fails one
-  // slot each (the `fallback` members) still gives right answers, only more slowly.
-  CachedStack* cache_;  // kCachedStacks slots, by hash
-  Edge* edges_;         // kEdges slots
-  size_t cache_mask_;
-  size_t edge_mask_;
-  CachedStack fallback_stack_{};
-  Edge fallback_edge_{};
+  ZeroMappedCache<CachedStack, kCachedStacks> cache_;  // by hash
+  ZeroMappedCache<Edge, kEdges> edges_;                // by parent ^ ip
 };
 
 template <typename Fn>
 uint64_t StackInterner::Intern(const uint64_t* frames, int count, Fn&& on_new_node) {
   if (count == 0) return 0;
   uint64_t hash = HashStack(frames, count);
-  CachedStack& cached = cache_[hash & cache_mask_];
+  CachedStack& cached = cache_[hash];
   if (cached.hash == hash && cached.innermost == frames[0] &&
       cached.depth == static_cast<uint64_t>(count)) {
     return cached.id;
