@@ -6,6 +6,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,6 +133,8 @@ Writer* g_writer = nullptr;
 
 void* WriterMain(void* arg) {
   t_in_hook = true;  // the writer's own allocations are never recorded
+  // Named, so that top -H, perf and /proc tell it from the program's own threads.
+  prctl(PR_SET_NAME, "memlens-writer", 0, 0, 0);
   static_cast<Writer*>(arg)->Run();
   return nullptr;
 }
