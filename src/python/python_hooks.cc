@@ -179,11 +179,32 @@ class InsideAgent {
   bool was_;
 };
 
-// The real call, with the thread marked as inside the agent.
-template <typename Call>
-inline auto Guarded(Call call) {
+// The real calls, with the thread marked as inside the agent. Out of line, and reached by a
+// tail jump: the short paths then need no frame, and no saved registers, of their own (7 of
+// the 27 instructions of an unguarded pymalloc call went to setting them up and taking them
+// down).
+__attribute__((noinline)) void* GuardedMalloc(void* ctx, size_t size) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   InsideAgent guard;
-  return call();
+  return real.malloc(real.ctx, size);
+}
+
+__attribute__((noinline)) void* GuardedCalloc(void* ctx, size_t count, size_t size) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  InsideAgent guard;
+  return real.calloc(real.ctx, count, size);
+}
+
+__attribute__((noinline)) void* GuardedRealloc(void* ctx, void* ptr, size_t size) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  InsideAgent guard;
+  return real.realloc(real.ctx, ptr, size);
+}
+
+__attribute__((noinline)) void GuardedFree(void* ctx, void* ptr) {
+  const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
+  InsideAgent guard;
+  real.free(real.ctx, ptr);
 }
 
 // Each wrapper tries the short path inline and leaves the full path, which records, out of line:
@@ -201,7 +222,7 @@ void* Malloc(void* ctx, size_t size) {
   if (g_sampling && PassesUnsampled(size)) {
     const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
     if (ServedByPymalloc(ctx, size)) return real.malloc(real.ctx, size);
-    return Guarded([&] { return real.malloc(real.ctx, size); });
+    return GuardedMalloc(ctx, size);
   }
   return MallocFull(ctx, size, __builtin_return_address(0));
 }
@@ -221,7 +242,7 @@ void* Calloc(void* ctx, size_t count, size_t size) {
   if (g_sampling && !__builtin_mul_overflow(count, size, &total) && PassesUnsampled(total)) {
     const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
     if (ServedByPymalloc(ctx, total)) return real.calloc(real.ctx, count, size);
-    return Guarded([&] { return real.calloc(real.ctx, count, size); });
+    return GuardedCalloc(ctx, count, size);
   }
   return CallocFull(ctx, count, size, __builtin_return_address(0));
 }
@@ -244,8 +265,7 @@ __attribute__((noinline)) void* ReallocFull(void* ctx, void* ptr, size_t size,
 
 void* Realloc(void* ctx, void* ptr, size_t size) {
   if (g_sampling && (!ptr || ReleasesUnsampled(ptr)) && PassesUnsampled(size)) {
-    const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
-    return Guarded([&] { return real.realloc(real.ctx, ptr, size); });
+    return GuardedRealloc(ctx, ptr, size);
   }
   return ReallocFull(ctx, ptr, size, __builtin_return_address(0));
 }
@@ -264,7 +284,7 @@ void Free(void* ctx, void* ptr) {
     // A block pymalloc did not make goes on to PyMem_RawFree, whose wrapper asks the same
     // filter about the same (unsampled) address and guards the C library's free itself.
     if (g_pymalloc_domain[DomainOf(ctx)]) return real.free(real.ctx, ptr);
-    return Guarded([&] { real.free(real.ctx, ptr); });
+    return GuardedFree(ctx, ptr);
   }
   FreeFull(ctx, ptr, __builtin_return_address(0));
 }
