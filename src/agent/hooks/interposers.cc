@@ -154,13 +154,16 @@ static void* CallReallocArray(void* ptr, size_t n, size_t size) {
   return real::reallocarray(ptr, n, size);
 }
 
+// A bootstrap block being grown: moved to a fresh bootstrap block (sizes are tiny). Out of
+// line, so that realloc's short path needs no frame of its own.
+__attribute__((noinline)) static void* ReallocBootstrap(void* ptr, size_t size) {
+  void* p = real::BootstrapAlloc(size, 16);
+  if (p && ptr) std::memcpy(p, ptr, size);  // the arena is larger than any old block
+  return p;
+}
+
 __attribute__((visibility("default"))) void* realloc(void* ptr, size_t size) {
-  if (real::Resolving() || real::IsBootstrapPointer(ptr)) {
-    // A bootstrap block being grown: move it to a fresh bootstrap block (sizes are tiny).
-    void* p = real::BootstrapAlloc(size, 16);
-    if (p && ptr) std::memcpy(p, ptr, size);  // the arena is larger than any old block
-    return p;
-  }
+  if (real::Resolving() || real::IsBootstrapPointer(ptr)) return ReallocBootstrap(ptr, size);
   if (g_direct_short_path && (!ptr || ReleasesUnsampled(ptr)) && PassesUnsampled(size)) {
     return real::realloc(ptr, size);  // an unsampled block, replaced by one with no sample point
   }
