@@ -36,8 +36,24 @@ inline InterpreterFrame* InnermostFrame() {
 
 inline InterpreterFrame* OuterFrame(InterpreterFrame* frame) { return frame->previous; }
 
-// A frame being set up (no instruction run yet) has no meaningful line: skip it.
-inline bool IsIncomplete(InterpreterFrame* frame) { return _PyFrame_IsIncomplete(frame); }
+// Where the frame is in its code: the address of its last instruction, which lies inside the
+// code object (its bytecode, or just before it while the frame is set up). While the code
+// object lives, the address stands for the pair (code, instruction) and for IsAtSetUp: one
+// load, no look at the code object.
+inline uintptr_t FramePosition(InterpreterFrame* frame) {
+  return reinterpret_cast<uintptr_t>(frame->prev_instr);
+}
+
+// The frame is before its first traceable instruction (copying free variables and the like):
+// such a frame has no meaningful line and is skipped, unless it is a generator's, which
+// CPython's _PyFrame_IsIncomplete never counts as being set up.
+inline bool IsAtSetUp(InterpreterFrame* frame) {
+  return frame->prev_instr < _PyCode_CODE(frame->f_code) + frame->f_code->_co_firsttraceable;
+}
+
+inline bool IsGeneratorFrame(InterpreterFrame* frame) {
+  return frame->owner == FRAME_OWNED_BY_GENERATOR;
+}
 
 inline PyCodeObject* FrameCode(InterpreterFrame* frame) { return frame->f_code; }
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "agent/python_bridge.h"
 #include "agent/recorder/sample_countdown.h"
@@ -83,41 +84,80 @@ uint64_t CodeId(PyCodeObject* code) {
   }
 }
 
-// Frames by (code, instruction), per thread: the id of the code (a probe of the 2 MiB code
-// table) and the line (CPython walks the code's line table from its start, which was over half
-// of the recording time of object-heavy programs) are looked up once per call site, not once
-// per frame of every event. Only registered code objects are cached: memlens holds a
-// reference to each, so an entry is never stale.
+// Frames by position (FramePosition: the address of the frame's last instruction, inside its
+// code object), per thread: the id of the code (a probe of the 2 MiB code table), the line
+// (CPython walks the code's line table from its start, thousands of instructions in a long
+// function) and whether the position is a frame's set-up are found once per call site, not
+// once per frame of every event, and a hit reads nothing of the code object. Only positions in
+// registered code objects are cached: memlens holds a reference to each, so their addresses
+// never come to mean another code. Two ways per set, the most recently used first: with one
+// way, two hot sites that shared a slot evicted each other on every event (py_objects missed
+// 28,677 times, 3,100 instructions each).
 struct FrameCacheEntry {
-  PyCodeObject* code;
-  int instruction;
-  uint64_t frame;  // format::PythonFrameIp(id, line)
+  uintptr_t position;  // 0 when empty
+  uint64_t frame;      // format::PythonFrameIp(id, line), or kSetUpPosition
 };
-constexpr size_t kFrameCacheEntries = 1024;
-thread_local FrameCacheEntry* t_frame_cache = nullptr;
+constexpr uint64_t kSetUpPosition = 0;  // no PythonFrameIp is 0 (its tag bit is set)
+constexpr int kFrameCacheSetBits = 9;
+constexpr size_t kFrameCacheSets = size_t{1} << kFrameCacheSetBits;
+struct FrameCacheSet {
+  FrameCacheEntry way[2];
+};
+thread_local FrameCacheSet* t_frame_cache = nullptr;
 
-uint64_t FrameOf(PyCodeObject* code, int instruction) {
-  if (!t_frame_cache) {  // mapped directly: we are inside an allocation hook
-    void* mem = mmap(nullptr, kFrameCacheEntries * sizeof(FrameCacheEntry), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem != MAP_FAILED) t_frame_cache = static_cast<FrameCacheEntry*>(mem);
+// The calling thread's cache, mapped on first use (we are inside an allocation hook), or
+// nullptr when that failed. Looked up once per event: in this dlopen'ed library a
+// thread-local is a call to __tls_get_addr.
+FrameCacheSet* ThreadFrameCache() {
+  FrameCacheSet* cache = t_frame_cache;
+  if (cache) return cache;
+  void* mem = mmap(nullptr, kFrameCacheSets * sizeof(FrameCacheSet), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  return t_frame_cache = static_cast<FrameCacheSet*>(mem);
+}
+
+uint64_t FrameWord(InterpreterFrame* f, uint64_t id) {
+  int line = InstructionLine(FrameCode(f), FrameInstruction(f));
+  return format::PythonFrameIp(id, line > 0 ? line : 0);
+}
+
+// What the cache keeps for the frame's position: its word for the record, or kSetUpPosition.
+uint64_t LookUpFrame(InterpreterFrame* f, uint64_t* id) {
+  *id = CodeId(FrameCode(f));
+  return IsAtSetUp(f) ? kSetUpPosition : FrameWord(f, *id);
+}
+
+uint64_t FrameOf(FrameCacheSet* cache, InterpreterFrame* f) {
+  const uintptr_t position = FramePosition(f);
+  FrameCacheSet* set =
+      cache ? cache + ((position * 0x9E3779B97F4A7C15ull) >> (64 - kFrameCacheSetBits)) : nullptr;
+  uint64_t frame;
+  if (set && set->way[0].position == position) {
+    frame = set->way[0].frame;
+  } else if (set && set->way[1].position == position) {
+    std::swap(set->way[0], set->way[1]);
+    frame = set->way[0].frame;
+  } else {
+    uint64_t id = 0;
+    frame = LookUpFrame(f, &id);
+    if (set && id != 0) {
+      set->way[1] = set->way[0];
+      set->way[0] = {position, frame};
+    }
   }
-  size_t h = (reinterpret_cast<uintptr_t>(code) >> 4) * 31 + static_cast<unsigned>(instruction);
-  FrameCacheEntry* entry =
-      t_frame_cache ? &t_frame_cache[(h ^ (h >> 11)) & (kFrameCacheEntries - 1)] : nullptr;
-  if (entry && entry->code == code && entry->instruction == instruction) return entry->frame;
-  uint64_t id = CodeId(code);
-  int line = InstructionLine(code, instruction);
-  uint64_t frame = format::PythonFrameIp(id, line > 0 ? line : 0);
-  if (entry && id != 0) *entry = {code, instruction, frame};
+  // A generator's frame at its set-up is not skipped (IsAtSetUp): looked up afresh (rare).
+  if (frame == kSetUpPosition && IsGeneratorFrame(f)) frame = FrameWord(f, CodeId(FrameCode(f)));
   return frame;
 }
 
+// Reads the calling thread's Python frames, innermost first, into out.
 int ReadFrames(uint64_t* out, int max) {
+  FrameCacheSet* cache = ThreadFrameCache();
   int n = 0;
   for (InterpreterFrame* f = InnermostFrame(); f && n < max; f = OuterFrame(f)) {
-    if (IsIncomplete(f)) continue;
-    uint64_t frame = FrameOf(FrameCode(f), FrameInstruction(f));
+    uint64_t frame = FrameOf(cache, f);
+    if (frame == kSetUpPosition) continue;
     if (IsEntryFrame(f)) frame |= MEMLENS_PYTHON_ENTRY_BIT;
     out[n++] = frame;
   }
