@@ -24,6 +24,7 @@
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/writer/module_scanner.h"
+#include "agent/writer/python_merger.h"
 #include "agent/writer/stack_interner.h"
 #include "base/monotonic_clock.h"
 #include "format/chunk.h"
@@ -46,16 +47,16 @@ struct ThreadStacks {
   std::vector<uint64_t> nodes;   // nodes[i]: interner id of frames[0..i] (may be shorter)
   uint64_t generation = 0;       // the interner generation of nodes and merged_nodes
   std::vector<uint64_t> pieces;  // changed frames (innermost first) of the allocation to come
-  // The last stack with Python frames, merged (outermost first), and its nodes like `nodes`:
-  // the next one is looked up only past the part it shares with this one.
-  std::vector<uint64_t> merged;
+  // The last stack with Python frames, merged (python_merger.h), and merged_nodes[i] the
+  // interner id of its frames [0, i]: the next one is looked up only past the part it shares.
+  PythonMerger merger;
   std::vector<uint64_t> merged_nodes;
 
   void Clear() {
     frames.clear();
     nodes.clear();
     pieces.clear();
-    merged.clear();
+    merger.Clear();
     merged_nodes.clear();
   }
 };
@@ -93,8 +94,6 @@ class Writer {
   void DrainBuffer(ThreadBuffer* buffer);
   void EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw);
   uint64_t InternStack(ThreadStacks* stacks, const RawEvent& raw);
-  void MergePythonFrames(const std::vector<uint64_t>& native, const uint64_t* python,
-                         int python_count);
   void DescribePythonCode(uint64_t id);
   void DescribeString(uint64_t id);
   void DescribeStrings(const format::Event& event);
@@ -282,33 +281,6 @@ void Writer::EncodeEvent(ThreadBuffer* buffer, const RawEvent& raw) {
   }
 }
 
-// Appends to frames_ a record's stack, innermost first: its native frames (given outermost
-// first) with each frame of the eval loop replaced by the Python frames it was running (given
-// innermost first), the run of frames up to and including the next "entry" frame. Python frames
-// left over (an unwinder that stopped early) go outermost. Runs once per event of a Python
-// program, over stacks of dozens of frames: one pass, no reallocation.
-void Writer::MergePythonFrames(const std::vector<uint64_t>& native, const uint64_t* python,
-                               int python_count) {
-  const size_t at = frames_.size();
-  frames_.resize(at + native.size() + python_count);  // a merged stack is never longer
-  uint64_t* out = frames_.data() + at;
-  int p = 0;
-  for (size_t i = native.size(); i-- > 0;) {
-    const uint64_t ip = native[i];
-    if (p < python_count && EvalLoopContains(ip)) {
-      uint64_t frame;
-      do {
-        frame = python[p++];
-        *out++ = frame & ~MEMLENS_PYTHON_ENTRY_BIT;
-      } while (!(frame & MEMLENS_PYTHON_ENTRY_BIT) && p < python_count);
-    } else {
-      *out++ = ip;
-    }
-  }
-  for (; p < python_count; ++p) *out++ = python[p] & ~MEMLENS_PYTHON_ENTRY_BIT;
-  frames_.resize(out - frames_.data());
-}
-
 // A custom heap's block event (HasAnnotationWord) gets its heap, and its type when it has one,
 // as annotation frames innermost in the stack (docs/capture-format.md, section 6).
 uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
@@ -345,11 +317,31 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
 
   if (stacks->generation != interner_.generation()) {  // ids were forgotten (a dlclose)
     stacks->nodes.clear();
-    stacks->merged.clear();
+    stacks->merger.Clear();
     stacks->merged_nodes.clear();
     stacks->generation = interner_.generation();
   }
-  if (python <= 0 && !(raw.flags & kTruncated) && !annotated) {
+  const bool plain = !(raw.flags & kTruncated) && !annotated;
+  if (python > 0 && plain) {
+    // A Python program's stacks change mostly at their innermost lines: only the frames past
+    // the part shared with this thread's previous merged stack are merged and looked up.
+    size_t common = stacks->merger.Merge(frames.data(), frames.size(), kept, changed + count,
+                                         python, EvalLoopRange{g_eval_begin, g_eval_end});
+    const uint64_t* merged = stacks->merger.merged();
+    const size_t n = stacks->merger.merged_size();
+    std::vector<uint64_t>& nodes = stacks->merged_nodes;
+    common = std::min(common, nodes.size());
+    nodes.resize(n);
+    uint64_t id = common ? nodes[common - 1] : 0;
+    for (size_t i = common; i < n; ++i) {
+      id = interner_.Extend(id, merged[i], on_new_node);
+      nodes[i] = id;
+    }
+    return id;
+  }
+  // Any other stack: the merger's next `kept` would refer to a native stack it has not seen.
+  stacks->merger.Forget();
+  if (python <= 0 && plain) {
     // Only the frames past the part shared with the previous stack are looked up.
     const size_t known = stacks->nodes.size();
     uint64_t id = known ? stacks->nodes.back() : 0;
@@ -371,30 +363,12 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     }
   }
   if (python > 0) {
-    MergePythonFrames(frames, changed + count, python);
+    MergeInnermostFirst(frames.data(), frames.size(), changed + count, python,
+                        EvalLoopRange{g_eval_begin, g_eval_end}, &frames_);
   } else {
     frames_.insert(frames_.end(), frames.rbegin(), frames.rend());
   }
   if (raw.flags & kTruncated) frames_.push_back(kTruncatedMarkerIp);
-  if (python > 0 && !annotated) {
-    // A Python program's stacks change mostly at their innermost lines: look up only the
-    // frames past the part shared with this thread's previous merged stack.
-    const size_t n = frames_.size();
-    std::vector<uint64_t>& merged = stacks->merged;
-    size_t common = 0;
-    while (common < merged.size() && common < n && merged[common] == frames_[n - 1 - common]) {
-      ++common;
-    }
-    merged.resize(common);
-    stacks->merged_nodes.resize(common);
-    uint64_t id = common ? stacks->merged_nodes.back() : 0;
-    for (size_t i = common; i < n; ++i) {
-      id = interner_.Extend(id, frames_[n - 1 - i], on_new_node);
-      merged.push_back(frames_[n - 1 - i]);
-      stacks->merged_nodes.push_back(id);
-    }
-    return id;
-  }
   return interner_.Intern(frames_.data(), static_cast<int>(frames_.size()), on_new_node);
 }
 
