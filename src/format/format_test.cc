@@ -786,6 +786,57 @@ TEST(EventBatches, DamagedRecordsAreReportedNeverOverread) {
   }
 }
 
+// A visitor that asks for hints (WantsUpcoming) gets the same events as one that does not,
+// in groups through OnEvents, and those decoded before a corrupt event all the same.
+struct GroupedCollector : Collector {
+  size_t groups = 0;
+  bool WantsUpcoming() const override { return true; }
+  void OnEvents(const Event* events, size_t count) override {
+    ++groups;
+    Collector::OnEvents(events, count);
+  }
+};
+
+TEST(EventBatches, GroupedDeliveryGivesTheSameEvents) {
+  std::string payload;
+  RecordEncoder enc(&payload);
+  std::vector<Event> events;
+  for (uint32_t thread : {1u, 2u}) {
+    enc.BeginEvents(thread);
+    for (uint64_t i = 0; i < 700; ++i) {  // more than one group of each thread's batch
+      Event alloc{2 * i + 2000 * thread, EventKind::kMalloc, 0x5000 + 64 * i + (thread << 20), 48,
+                  i % 5 + 1, thread};
+      Event release{alloc.seq + 1, EventKind::kFree, alloc.address, 0, 0, thread};
+      for (const Event& e : {alloc, release}) {
+        enc.AddEvent(e);
+        events.push_back(e);
+      }
+    }
+  }
+  enc.FinishEvents();
+  Collector one_by_one;
+  GroupedCollector grouped;
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(payload, &one_by_one, &error)) << error;
+  ASSERT_TRUE(DecodeRecords(payload, &grouped, &error)) << error;
+  ExpectSameEvents(one_by_one.events, events);
+  ExpectSameEvents(grouped.events, events);
+  EXPECT_GT(grouped.groups, 2u);
+
+  // An unknown kind some 600 events in: the events before it arrive either way.
+  size_t kinds = payload.find('\x01');  // near the first kind byte (kMalloc)
+  ASSERT_NE(kinds, std::string::npos);
+  std::string damaged = payload;
+  damaged[kinds + 600] = static_cast<char>(0xee);
+  Collector before_damage;
+  GroupedCollector grouped_before_damage;
+  EXPECT_FALSE(DecodeRecords(damaged, &before_damage, &error));
+  EXPECT_FALSE(DecodeRecords(damaged, &grouped_before_damage, &error));
+  EXPECT_GT(before_damage.events.size(), 500u);  // past the first group of 256
+  EXPECT_LT(before_damage.events.size(), events.size());
+  ExpectSameEvents(grouped_before_damage.events, before_damage.events);
+}
+
 std::string WriteTemp(const std::string& bytes) {
   char path[] = "/tmp/memlens-format-test-XXXXXX";
   int fd = mkstemp(path);

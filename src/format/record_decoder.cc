@@ -75,8 +75,18 @@ Cursor TakeColumn(Cursor* c) {
   return Cursor(bytes);
 }
 
-bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
-                  DecodeState* state) {
+// Events go to the visitor in groups (OnEvents), so that it sees a few ahead (Upcoming); small
+// ones, which stay in the first-level cache between being decoded and being replayed.
+constexpr size_t kDeliveryGroup = 256;
+
+void Deliver(RecordVisitor* v, DecodeState* state) {
+  if (!state->delivered.empty()) v->OnEvents(state->delivered.data(), state->delivered.size());
+  state->delivered.clear();
+}
+
+// Decodes a kEvents record; the events to deliver are gathered in state->delivered.
+bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
+                        DecodeState* state) {
   uint64_t batch_count = c->Count(2);
   std::vector<std::pair<uint32_t, uint64_t>> batches;
   uint64_t total = 0;
@@ -96,6 +106,7 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
   if (!c->ok()) return false;
   if (mode == EventDecoding::kSkip) return true;  // the columns are stepped over
   const bool deliver = mode == EventDecoding::kDeliver;
+  const bool grouped = deliver && v->WantsUpcoming();  // else one by one, without the copy
   if (kinds.Remaining() != total) {  // one kind byte per event: the counts must add up
     *error = "event counts do not match the kinds column";
     return false;
@@ -206,7 +217,12 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
           !stacks.ok()) {
         break;
       }
-      if (deliver) v->OnEvent(e);
+      if (grouped) {
+        state->delivered.push_back(e);
+        if (state->delivered.size() == kDeliveryGroup) Deliver(v, state);
+      } else if (deliver) {
+        v->OnEvent(e);
+      }
     }
   }
   bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && values_ok &&
@@ -218,6 +234,16 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
     complete = false;
   }
   return complete;
+}
+
+
+// Those decoded before a corrupt event are delivered all the same.
+bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
+                  DecodeState* state) {
+  state->delivered.clear();
+  bool ok = DecodeEventColumns(c, v, error, mode, state);
+  Deliver(v, state);
+  return ok;
 }
 
 }  // namespace

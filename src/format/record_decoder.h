@@ -25,6 +25,15 @@ class RecordVisitor {
   virtual void OnThread(const ThreadRecord&) {}
   virtual void OnStackNode(const StackNodeRecord&) {}
   virtual void OnEvent(const Event&) {}
+  // Consecutive events of a kEvents record, in file order (each delivered once, here or above).
+  virtual void OnEvents(const Event* events, size_t count) {
+    for (size_t i = 0; i < count; ++i) OnEvent(events[i]);
+  }
+  // A hint: this event comes soon. A visitor may prefetch what it will touch then. Events go
+  // through OnEvents, with hints, only while WantsUpcoming (asked once per record): grouping
+  // them costs where nothing misses the cache.
+  virtual bool WantsUpcoming() const { return false; }
+  virtual void Upcoming(const Event&) {}
   virtual void OnTime(const TimeRecord&) {}
   virtual void OnEnd(const EndRecord&) {}
   virtual void OnDrops(const DropsRecord&) {}
@@ -65,6 +74,8 @@ class DecodeState {
   // At the start of every chunk: the allocations of the chunk before join the earlier ones, and
   // those of the chunk that falls out of reach are forgotten.
   void StartChunk(EventDecoding events);
+
+  std::vector<Event> delivered;  // a record's events, handed to the visitor together
 
  private:
   bool chunk_decoded_ = true;  // the events of the chunk being decoded are (kSkip: not)

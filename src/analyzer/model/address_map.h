@@ -57,6 +57,11 @@ class AddressMap {
 
   size_t size() const { return used_; }
 
+  size_t table_bytes() const { return slots_.size() * sizeof(Slot); }
+
+  // Starts loading the slot where a lookup of address begins (a hint; no effect on contents).
+  void Prefetch(uint64_t address) const { __builtin_prefetch(&slots_[Home(address)]); }
+
   template <typename Fn>
   void ForEach(Fn&& fn) const {
     for (const Slot& s : slots_) {

@@ -126,6 +126,9 @@ class Replayer : public format::RecordVisitor {
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
   void OnSampling(const format::SamplingRecord& r) override { p_->sample_rate = r.rate; }
   void OnEvent(const format::Event& e) override;
+  // Worth it once the live blocks' table outgrows the second-level cache (churn's stays small).
+  bool WantsUpcoming() const override { return heap_.table_bytes() > (size_t{1} << 20); }
+  void Upcoming(const format::Event& e) override;
 
   void Finish();
   bool stopped_early() const { return stop_seconds_ >= 0; }
@@ -502,6 +505,15 @@ bool Replayer::LeftOut(const format::Event& e) {
       other_threads_.Insert(e.address, {e.size, e.stack, false});
       return true;
   }
+}
+
+// Live blocks are found by address in a table far larger than the caches: one miss each, which
+// the replay of a few events takes long enough to hide.
+void Replayer::Upcoming(const format::Event& e) {
+  if (e.kind == EventKind::kFree || e.kind == EventKind::kReallocOld || format::IsHeapAlloc(e.kind)) {
+    heap_.Prefetch(e.address);
+  }
+  if (e.stack < slot_of_.size()) __builtin_prefetch(&slot_of_[e.stack]);
 }
 
 void Replayer::OnEvent(const format::Event& e) {

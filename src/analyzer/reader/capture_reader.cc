@@ -23,7 +23,7 @@ namespace memlens::analyzer {
 namespace {
 
 // Sends events through the orderer and holds END back until every event is out.
-class OrderingVisitor : public format::RecordVisitor {
+class OrderingVisitor final : public format::RecordVisitor {
  public:
   OrderingVisitor(format::RecordVisitor* out, const ReadOptions& options)
       : out_(out), options_(options), orderer_([out](const format::Event& e) { out->OnEvent(e); }) {}
@@ -47,6 +47,19 @@ class OrderingVisitor : public format::RecordVisitor {
   void OnModuleUnload(const format::ModuleUnloadRecord& r) override { out_->OnModuleUnload(r); }
   void OnThread(const format::ThreadRecord& r) override { out_->OnThread(r); }
   void OnStackNode(const format::StackNodeRecord& r) override { out_->OnStackNode(r); }
+  // The visitor hears of each event a few ahead of it, so that its table lookups (a live
+  // block by address, a stack's state) are under way before the event is replayed.
+  void OnEvents(const format::Event* events, size_t count) override {
+    constexpr size_t kAhead = 8;
+    const size_t hinted = count > kAhead ? count - kAhead : 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (i < hinted) out_->Upcoming(events[i + kAhead]);
+      OnEvent(events[i]);
+    }
+  }
+  bool WantsUpcoming() const override {
+    return image_ >= options_.image && out_->WantsUpcoming();
+  }
   void OnEvent(const format::Event& e) override {
     chunk_max_seq_ = std::max(chunk_max_seq_, static_cast<int64_t>(e.seq));
     if (chunk_min_seq_ < 0 || static_cast<int64_t>(e.seq) < chunk_min_seq_) chunk_min_seq_ = e.seq;
