@@ -5,7 +5,7 @@
 // Python frames into capture records (the code objects' names, the eval loop's address range).
 //
 // Runs on: the thread running the agent's constructor (AttachPython); application threads
-// (through the bridge); the writer thread (PythonCodeInfo, EvalLoopContains).
+// (through the bridge); the writer thread (PythonCodeInfo, the eval loop's range).
 #pragma once
 
 #include <cstddef>
@@ -24,11 +24,9 @@ void AttachPython();
 // The code object registered under id, or nullptr (unknown id).
 const PythonCodeInfo* FindPythonCode(uint64_t id);
 // The interpreter's eval loop (_PyEval_EvalFrameDefault), [begin, end); empty without Python.
-// Written once by AttachPython, before the first Python frame is recorded.
+// Written once by AttachPython, before the first Python frame is recorded; the writer merges
+// Python frames into native stacks at the frames in it (writer/python_merger.h).
 extern uintptr_t g_eval_begin, g_eval_end;
-// True when ip lies in the eval loop. Inline: the writer asks it of every native frame of a
-// stack with Python frames.
-inline bool EvalLoopContains(uint64_t ip) { return ip - g_eval_begin < g_eval_end - g_eval_begin; }
 // Reads the calling thread's Python frames (innermost first) when a hooks library is attached,
 // at most max, and at most MEMLENS_PYTHON_FRAMES (read once by AttachPython; default and
 // ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.
