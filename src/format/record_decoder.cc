@@ -84,7 +84,8 @@ void Deliver(RecordVisitor* v, DecodeState* state) {
   state->delivered.clear();
 }
 
-// Decodes a kEvents record; the events to deliver are gathered in state->delivered.
+// Decodes a kEvents record: its events go to the visitor one by one, or, when it wants hints,
+// in groups gathered in state->delivered.
 bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
                         DecodeState* state) {
   uint64_t batch_count = c->Count(2);
@@ -235,7 +236,6 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
   }
   return complete;
 }
-
 
 // Those decoded before a corrupt event are delivered all the same.
 bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,

@@ -75,7 +75,7 @@ class DecodeState {
   // those of the chunk that falls out of reach are forgotten.
   void StartChunk(EventDecoding events);
 
-  std::vector<Event> delivered;  // a record's events, handed to the visitor together
+  std::vector<Event> delivered;  // a group of events for a visitor that wants hints (OnEvents)
 
  private:
   bool chunk_decoded_ = true;  // the events of the chunk being decoded are (kSkip: not)
