@@ -25,22 +25,50 @@ constexpr uint64_t kStuckNs = 100000000;  // 100 ms
 
 // Under the shard lock. The bit is set before the block's address can reach another thread
 // (the caller returns it to the program afterwards).
-void SampledPointers::CountIntoFilter(uint64_t key) {
-  uint8_t& count = counts_[FilterCounter(key)];
+void SampledPointers::CountIntoFilter(Shard& shard, uint64_t key) {
+  uint64_t part = filter_[ShardIndex(key)].load(std::memory_order_relaxed);
+  uint64_t bit = FilterBit(key, part);
+  uint8_t& count = shard.counts[bit];
   if (count < kSaturated) ++count;
-  std::atomic<uint64_t>& word = maybe_[FilterWord(key)];
-  word.store(word.load(std::memory_order_relaxed) | uint64_t{1} << FilterBit(key),
+  auto& word = reinterpret_cast<std::atomic<uint64_t>*>(part & ~kFilterShiftMask)[bit / 64];
+  word.store(word.load(std::memory_order_relaxed) | uint64_t{1} << (bit % 64),
              std::memory_order_relaxed);
 }
 
 // Under the shard lock: the bit is cleared with the last live block on it. A saturated count
 // stays, and so does its bit: a false "maybe" for good, never a false "not sampled".
-void SampledPointers::CountOutOfFilter(uint64_t key) {
-  uint8_t& count = counts_[FilterCounter(key)];
+void SampledPointers::CountOutOfFilter(Shard& shard, uint64_t key) {
+  uint64_t part = filter_[ShardIndex(key)].load(std::memory_order_relaxed);
+  uint64_t bit = FilterBit(key, part);
+  uint8_t& count = shard.counts[bit];
   if (count == kSaturated || --count != 0) return;
-  std::atomic<uint64_t>& word = maybe_[FilterWord(key)];
-  word.store(word.load(std::memory_order_relaxed) & ~(uint64_t{1} << FilterBit(key)),
+  auto& word = reinterpret_cast<std::atomic<uint64_t>*>(part & ~kFilterShiftMask)[bit / 64];
+  word.store(word.load(std::memory_order_relaxed) & ~(uint64_t{1} << (bit % 64)),
              std::memory_order_relaxed);
+}
+
+// Under the shard lock: a part four times larger, filled from the shard's table, then
+// published whole (release: its bits before its name). The old part stays mapped for readers
+// that loaded its name; when no memory can be mapped the old one stays, only fuller.
+void SampledPointers::GrowFilter(Shard& shard, uint64_t shard_index) {
+  const uint64_t log_bits = FilterLog(filter_[shard_index].load(std::memory_order_relaxed)) + 2;
+  const uint64_t bits = uint64_t{1} << log_bits;
+  auto* mem = static_cast<uint8_t*>(MapZeroed(bits / 8 + bits));  // words, then counts
+  if (!mem) return;
+  auto* words = reinterpret_cast<std::atomic<uint64_t>*>(mem);
+  uint8_t* counts = mem + bits / 8;
+  const uint64_t mask = shard.mask.load(std::memory_order_relaxed);
+  const Slot* slots = shard.slots.load(std::memory_order_relaxed);
+  for (uint64_t i = 0; i <= mask; ++i) {
+    uint64_t a = slots[i].address.load(std::memory_order_relaxed);
+    if (a == 0) continue;
+    uint64_t bit = FilterBit(FilterKey(a), 64 - log_bits);
+    if (counts[bit] < kSaturated) ++counts[bit];
+    words[bit / 64].store(words[bit / 64].load(std::memory_order_relaxed) | uint64_t{1} << (bit % 64),
+                          std::memory_order_relaxed);
+  }
+  shard.counts = counts;
+  filter_[shard_index].store(FilterPart(mem, log_bits), std::memory_order_release);
 }
 
 SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
@@ -50,10 +78,17 @@ SampledPointers::Slot* SampledPointers::MapSlots(uint64_t count) {
 
 bool SampledPointers::Init() {
   Slot* first = MapSlots(kInitialSlots * kShards);  // the first tables side by side
-  if (!first) return false;
+  // The first filter parts side by side too (8 KiB: every free loads from it), then their
+  // counts.
+  constexpr uint64_t kBits = uint64_t{1} << kInitialFilterLog;
+  auto* filter = static_cast<uint8_t*>(MapZeroed(kShards * (kBits / 8 + kBits)));
+  if (!first || !filter) return false;
   for (int i = 0; i < kShards; ++i) {
     shards_[i].slots.store(first + i * kInitialSlots, std::memory_order_relaxed);
     shards_[i].mask.store(kInitialSlots - 1, std::memory_order_release);
+    shards_[i].counts = filter + kShards * kBits / 8 + i * kBits;
+    filter_[i].store(FilterPart(filter + i * kBits / 8, kInitialFilterLog),
+                     std::memory_order_release);
   }
   return true;
 }
@@ -150,7 +185,12 @@ bool SampledPointers::Insert(uint64_t address, uint64_t size) {
   if (Place(shard.slots.load(std::memory_order_relaxed), shard.mask.load(std::memory_order_relaxed),
             address, size)) {
     ++shard.used;
-    CountIntoFilter(key);
+    uint64_t log_bits = FilterLog(filter_[ShardIndex(key)].load(std::memory_order_relaxed));
+    if (shard.used * kFilterBitsPerBlock > uint64_t{1} << log_bits && log_bits < kMaxFilterLog) {
+      GrowFilter(shard, ShardIndex(key));  // fills the new part from the table, this block too
+    } else {
+      CountIntoFilter(shard, key);
+    }
   }
   Unlock(shard, seq);
   return true;
@@ -175,7 +215,7 @@ SampledPointers::Lookup SampledPointers::Take(uint64_t address, uint64_t* size) 
       *size = slots[i].size.load(std::memory_order_relaxed);
       EraseAt(slots, mask, i);
       --shard.used;
-      CountOutOfFilter(key);
+      CountOutOfFilter(shard, key);
       result = Lookup::kTaken;
       break;
     }
