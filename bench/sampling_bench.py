@@ -12,6 +12,13 @@ repetition) so machine noise hits all columns alike, after one unmeasured warm-u
    the default rate. A lock shared by all threads would make the slowdown grow with the thread
    count; the figure of merit is slowdown(8 threads) / slowdown(1 thread), which should stay
    under 1.2.
+3. Large heaps: churn of small blocks beside 0, 1 and 4 GiB kept live (workloads/big_heap.cc),
+   unprofiled and sampled at the default rate: every free asks the filter of sampled blocks,
+   whose bits fill as more sampled blocks stay live unless it grows with them. The ratio is
+   of the churn phase's own wall time (the program times it), and of the whole run's.
+
+`--baseline-build-dir DIR` adds the same sampled runs with another build (before/after, in the
+same rounds) to every table.
 
 Slowdowns are medians of per-repetition ratios to the unprofiled run of the same repetition,
 both in wall time and in CPU time (user + system of the whole process, all threads: on a busy
@@ -39,6 +46,8 @@ CONFIGS = {  # name -> memlens run options (None: unprofiled)
     "full tracing": [],
 }
 THREADS = [1, 2, 4, 8]
+HEAPS_MIB = [0, 1024, 4096]
+BASELINE = "sampled, baseline build"
 
 
 def one_run(memlens, options, command, log, capture):
@@ -50,11 +59,16 @@ def one_run(memlens, options, command, log, capture):
         capture.unlink()
     if rc != 0 or not re.search(r"allocs=\d+ frees=\d+", text):
         return {"error": f"rc={rc}: {tail(text)}"}
-    return {"wall": wall, "cpu": cpu}
+    result = {"wall": wall, "cpu": cpu}
+    phase = re.search(r"churn_s=([0-9.]+)", text)
+    if phase:
+        result["churn"] = float(phase[1])
+    return result
 
 
 def measure(memlens, jobs, runs):
-    """jobs: {(workload, config): (options, command)}; returns {(workload, config): [results]}."""
+    """jobs: {(workload, config): (options, command)} where options may be (binary, options)
+    for another build; returns {(workload, config): [results]}."""
     keys = list(jobs)
     results = {k: [] for k in keys}
     for key in {k[0]: k for k in keys}.values():  # one warm-up per workload
@@ -63,7 +77,10 @@ def measure(memlens, jobs, runs):
         order = keys[rep % len(keys):] + keys[:rep % len(keys)]
         for key in order:
             options, command = jobs[key]
-            r = one_run(memlens, options, command, RESULTS / "sampling.log",
+            binary = memlens
+            if isinstance(options, tuple):
+                binary, options = options
+            r = one_run(binary, options, command, RESULTS / "sampling.log",
                         RESULTS / "sampling.mlens")
             results[key].append(r)
             shown = r.get("error") or f"{r['wall']:.3f} s wall, {r['cpu']:.3f} s CPU"
@@ -95,22 +112,35 @@ def main():
     p.add_argument("--runs", type=int, help="repetitions (default 7, --quick 1)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 repetition, 1/10 of the work")
     p.add_argument("--build-dir", type=Path, default=ROOT / "build", help="memlens CMake build dir")
+    p.add_argument("--baseline-build-dir", type=Path,
+                   help="another build: its sampled runs beside this one's, in the same rounds")
     args = p.parse_args()
     runs = args.runs or (1 if args.quick else 7)
     iterations = ITERATIONS // 10 if args.quick else ITERATIONS
     memlens = args.build_dir.resolve() / "bin" / "memlens"
+    configs = dict(CONFIGS)
+    if args.baseline_build_dir:
+        baseline = args.baseline_build_dir.resolve() / "bin" / "memlens"
+        if not os.access(baseline, os.X_OK):
+            sys.exit(f"memlens: {baseline} not found; build it first (bench/README.md)")
+        configs[BASELINE] = (baseline, ["--sample"])
     if not os.access(memlens, os.X_OK):
         sys.exit(f"memlens: {memlens} not found; build it first (bench/README.md)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     churn = str(build("churn"))
+    big_heap = str(build("big_heap"))
 
     overhead_jobs = {(f"churn_{t}t", c): (o, [churn, str(t), str(iterations)])
-                     for t in (1, 4) for c, o in CONFIGS.items()}
+                     for t in (1, 4) for c, o in configs.items()}
     overhead = measure(memlens, overhead_jobs, runs)
-    scaling_configs = ["unprofiled", "sampled (default rate)"]
-    scaling_jobs = {(f"{t} threads", c): (CONFIGS[c], [churn, str(t), str(iterations)])
+    scaling_configs = [c for c in configs if c in ("unprofiled", "sampled (default rate)", BASELINE)]
+    scaling_jobs = {(f"{t} threads", c): (configs[c], [churn, str(t), str(iterations)])
                     for t in THREADS for c in scaling_configs}
     scaling = measure(memlens, scaling_jobs, runs)
+    heap_steps = str(5 * iterations)
+    heap_jobs = {(f"{mib} MiB live", c): (configs[c], [big_heap, str(mib), heap_steps])
+                 for mib in (HEAPS_MIB[:2] if args.quick else HEAPS_MIB) for c in scaling_configs}
+    heaps = measure(memlens, heap_jobs, runs)
 
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip() or "?"
@@ -155,12 +185,35 @@ divided by the 1-thread one (the bar: under 1.2 at 8 threads).
 
 | threads | × unprofiled (wall) | × unprofiled (CPU) | ÷ 1-thread slowdown (wall) | ÷ 1-thread slowdown (CPU) |
 |---|---|---|---|---|""")
-    one = {m: slowdown(scaling, "1 threads", "sampled (default rate)", m) for m in ("wall", "cpu")}
-    for t in THREADS:
-        s = {m: slowdown(scaling, f"{t} threads", "sampled (default rate)", m) for m in one}
-        rel = {m: s[m] / one[m] if s[m] and one[m] else None for m in one}
-        lines.append(f"| {t} | {fmt(s['wall'])} | {fmt(s['cpu'])} | {fmt(rel['wall'])} | "
-                     f"{fmt(rel['cpu'])} |")
+    for config in scaling_configs[1:]:
+        one = {m: slowdown(scaling, "1 threads", config, m) for m in ("wall", "cpu")}
+        for t in THREADS:
+            s = {m: slowdown(scaling, f"{t} threads", config, m) for m in one}
+            rel = {m: s[m] / one[m] if s[m] and one[m] else None for m in one}
+            name = f"{t}" if config == "sampled (default rate)" else f"{t} ({config})"
+            lines.append(f"| {name} | {fmt(s['wall'])} | {fmt(s['cpu'])} | {fmt(rel['wall'])} | "
+                         f"{fmt(rel['cpu'])} |")
+    lines.append(f"""
+## Large heaps: the filter of sampled blocks
+
+`bench/workloads/big_heap.cc`: {int(heap_steps):,} steps of freeing a block and allocating
+16..255 bytes, beside a heap of 4 KiB blocks kept live (at the default rate about 30,000
+sampled blocks a GiB, each setting a bit of the filter that every free asks). The churn
+phase's ratio is of its own wall time, which the program measures; the whole run's includes
+building and freeing the heap.
+
+| live heap | configuration | churn phase × unprofiled | whole run × unprofiled (wall) | whole run × unprofiled (CPU) |
+|---|---|---|---|---|""")
+    for (workload, config), results in heaps.items():
+        if config == "unprofiled":
+            continue
+        failed = [r for r in results if "error" in r]
+        if failed:
+            lines.append(f"| {workload} | {config} | failed: {failed[0]['error']} | | |")
+            continue
+        lines.append(f"| {workload} | {config} | {fmt(slowdown(heaps, workload, config, 'churn'))} | "
+                     f"{fmt(slowdown(heaps, workload, config, 'wall'))} | "
+                     f"{fmt(slowdown(heaps, workload, config, 'cpu'))} |")
     text = "\n".join(lines) + "\n"
     (ROOT / "docs" / "benchmarks-sampling.md").write_text(text)
     print("\n" + text)
