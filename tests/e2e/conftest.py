@@ -55,13 +55,14 @@ class Recorded:
 
 @pytest.fixture
 def record(tmp_path):
-    """record(program, *args, stdin=None, timeout=60) -> Recorded; runs it under memlens."""
-    def run(program, *args, stdin=None, timeout=60, cwd=None):
+    """record(program, *args, stdin=None, timeout=60, env=None) -> Recorded; runs it under
+    memlens, with `env` added to the environment."""
+    def run(program, *args, stdin=None, timeout=60, cwd=None, env=None):
         capture = tmp_path / f"{program}.mlens"
         proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--",
                                str(PROGRAMS / program), *args],
                               input=stdin, capture_output=True, text=True, timeout=timeout,
-                              cwd=cwd or tmp_path)
+                              cwd=cwd or tmp_path, env={**os.environ, **env} if env else None)
         return Recorded(proc, capture)
     return run
 

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "agent/agent.h"
+#include "agent/hooks/allocation_paths.h"
 #include "agent/hooks/real_functions.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
@@ -24,6 +25,8 @@
 using memlens::agent::g_direct_short_path;
 using memlens::agent::HookGuard;
 using memlens::agent::PassesUnsampled;
+using memlens::agent::hooks::FreeFull;
+using memlens::agent::hooks::MallocFull;
 using memlens::agent::RecordAlloc;
 using memlens::agent::RecordRelease;
 using memlens::agent::ReleasesUnsampled;
@@ -68,16 +71,13 @@ void* BootstrapCalloc(size_t n, size_t size) {
 
 }  // namespace
 
-extern "C" {
+namespace memlens::agent::hooks {
 
-// malloc, free, calloc and realloc try sampling's direct path first (sampler.h): inline, a
-// jump to the real function with no frame of their own in the common case. The full path is out
-// of line.
-__attribute__((noinline)) static void* MallocFull(const void* caller, size_t size) {
+void* MallocFull(const void* caller, size_t size) {
   if (real::Resolving()) return real::BootstrapAlloc(size, 16);
   if (!EnterFrom(caller)) {
     void* p = Unrecorded([&] { return real::malloc(size); });
-    if (p) memlens::agent::PassOverUnrecorded(size);
+    if (p) PassOverUnrecorded(size);
     return p;
   }
   HookGuard guard;
@@ -86,16 +86,36 @@ __attribute__((noinline)) static void* MallocFull(const void* caller, size_t siz
   return p;
 }
 
-__attribute__((visibility("default"))) void* malloc(size_t size) {
-  if (g_direct_short_path && PassesUnsampled(size)) return real::malloc(size);
-  return MallocFull(__builtin_return_address(0), size);
-}
-
-__attribute__((noinline)) static void FreeFull(const void* caller, void* ptr) {
+void FreeFull(const void* caller, void* ptr) {
   if (!EnterFrom(caller)) return Unrecorded([&] { real::free(ptr); });
   HookGuard guard;
   RecordRelease(EventKind::kFree, ptr, 0);  // before the real free: see recorder.h
   real::free(ptr);
+}
+
+void* AlignedFull(const void* caller, size_t alignment, size_t size) {
+  if (real::Resolving()) return real::BootstrapAlloc(size, alignment);
+  // aligned_alloc wants a multiple of the alignment (C11); the program asked for `size`.
+  size_t rounded = (size + alignment - 1) & ~(alignment - 1);
+  if (rounded < size) return nullptr;  // overflow
+  if (!EnterFrom(caller)) return Unrecorded([&] { return real::aligned_alloc(alignment, rounded); });
+  HookGuard guard;
+  void* p = real::aligned_alloc(alignment, rounded);
+  if (p) RecordAlloc(EventKind::kAlignedAlloc, p, size);
+  return p;
+}
+
+}  // namespace memlens::agent::hooks
+
+extern "C" {
+
+// malloc, free, calloc and realloc try sampling's direct path first (sampler.h): inline, a
+// jump to the real function with no frame of their own in the common case. The full path is out
+// of line. (malloc and free spell out MallocFrom and FreeFrom, allocation_paths.h: there the
+// caller, an argument, is read before the test, which gives the direct path a frame.)
+__attribute__((visibility("default"))) void* malloc(size_t size) {
+  if (g_direct_short_path && PassesUnsampled(size)) return real::malloc(size);
+  return MallocFull(__builtin_return_address(0), size);
 }
 
 __attribute__((visibility("default"))) void free(void* ptr) {

@@ -36,25 +36,6 @@ thread_local uint64_t t_python_frames[kMaxPythonFrames];
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_dropped_reported{0};
 
-// Reads our executable segment from our own ELF header, mapped at __ehdr_start: no lock, no
-// syscall, safe at the very first malloc.
-void FindSelfRange() {
-  const Elf64_Ehdr* ehdr = &__ehdr_start;
-  uintptr_t base = reinterpret_cast<uintptr_t>(ehdr);
-  const auto* phdr = reinterpret_cast<const Elf64_Phdr*>(base + ehdr->e_phoff);
-  uintptr_t first_vaddr = UINTPTR_MAX;
-  for (int i = 0; i < ehdr->e_phnum; ++i) {
-    if (phdr[i].p_type == PT_LOAD && phdr[i].p_vaddr < first_vaddr) first_vaddr = phdr[i].p_vaddr;
-  }
-  uintptr_t bias = base - (first_vaddr & ~uintptr_t{4095});
-  for (int i = 0; i < ehdr->e_phnum; ++i) {
-    if (phdr[i].p_type == PT_LOAD && (phdr[i].p_flags & PF_X)) {
-      g_self_begin[0] = bias + phdr[i].p_vaddr;
-      g_self_end[0] = g_self_begin[0] + phdr[i].p_memsz;
-    }
-  }
-}
-
 // A thread takes a buffer at its first event and keeps it for life; the writer gives it back
 // once the thread is gone (writer.cc). No thread-exit hook: other libraries' thread-exit code
 // (libunwind's cache cleanup, say) runs after any hook of ours and still allocates.
@@ -132,6 +113,25 @@ bool PublishPieces(ThreadBuffer* buffer, const uint64_t** frames, uint32_t* coun
 }
 
 }  // namespace
+
+// Reads our executable segment from our own ELF header, mapped at __ehdr_start: no lock, no
+// syscall, safe at the very first malloc.
+void FindSelfRange() {
+  const Elf64_Ehdr* ehdr = &__ehdr_start;
+  uintptr_t base = reinterpret_cast<uintptr_t>(ehdr);
+  const auto* phdr = reinterpret_cast<const Elf64_Phdr*>(base + ehdr->e_phoff);
+  uintptr_t first_vaddr = UINTPTR_MAX;
+  for (int i = 0; i < ehdr->e_phnum; ++i) {
+    if (phdr[i].p_type == PT_LOAD && phdr[i].p_vaddr < first_vaddr) first_vaddr = phdr[i].p_vaddr;
+  }
+  uintptr_t bias = base - (first_vaddr & ~uintptr_t{4095});
+  for (int i = 0; i < ehdr->e_phnum; ++i) {
+    if (phdr[i].p_type == PT_LOAD && (phdr[i].p_flags & PF_X)) {
+      g_self_begin[0] = bias + phdr[i].p_vaddr;
+      g_self_end[0] = g_self_begin[0] + phdr[i].p_memsz;
+    }
+  }
+}
 
 void InitializeRecorder() {
   FindSelfRange();

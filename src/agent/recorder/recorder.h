@@ -41,6 +41,10 @@ void InitializeRecorder();
 // once per process, whether to record.
 void InitializeOnce();
 
+// Sets the agent's own executable range (g_self_begin[0], g_self_end[0]: unwinder.h) from our
+// ELF header: no lock, no system call, safe at the very first allocation. Idempotent.
+void FindSelfRange();
+
 // caller: the return address of the interposed call. Calls made by the agent's own code (the
 // C++ runtime linked into it, say) are never the program's allocations.
 inline bool ShouldRecord(const void* caller) {
