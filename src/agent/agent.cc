@@ -225,6 +225,7 @@ void InitializeOnce() {
   // under the same rule, which the writer states in the capture (kSampling).
   g_sampler_failed = rate != 0 && !ConfigureSampling(rate, seed);
   g_direct_short_path = rate != 0 && !g_sampler_failed && real::AllocatorIsLibc();
+  g_guarded_short_path = rate != 0 && !g_sampler_failed && !g_direct_short_path;
   t_in_hook = false;
   if (g_sampler_failed) {
     g_state.store(kPassive);

@@ -23,6 +23,7 @@
 #include "agent/recorder/unwinder.h"
 
 using memlens::agent::g_direct_short_path;
+using memlens::agent::g_guarded_short_path;
 using memlens::agent::HookGuard;
 using memlens::agent::PassesUnsampled;
 using memlens::agent::hooks::FreeFull;
@@ -75,6 +76,9 @@ namespace memlens::agent::hooks {
 
 void* MallocFull(const void* caller, size_t size) {
   if (real::Resolving()) return real::BootstrapAlloc(size, 16);
+  if (g_guarded_short_path && PassesUnsampled(size)) {
+    return Unrecorded([&] { return real::malloc(size); });
+  }
   if (!EnterFrom(caller)) {
     void* p = Unrecorded([&] { return real::malloc(size); });
     if (p) PassOverUnrecorded(size);
@@ -87,7 +91,9 @@ void* MallocFull(const void* caller, size_t size) {
 }
 
 void FreeFull(const void* caller, void* ptr) {
-  if (!EnterFrom(caller)) return Unrecorded([&] { real::free(ptr); });
+  if ((g_guarded_short_path && ReleasesUnsampled(ptr)) || !EnterFrom(caller)) {
+    return Unrecorded([&] { real::free(ptr); });
+  }
   HookGuard guard;
   RecordRelease(EventKind::kFree, ptr, 0);  // before the real free: see recorder.h
   real::free(ptr);
@@ -126,6 +132,10 @@ __attribute__((visibility("default"))) void free(void* ptr) {
 
 __attribute__((noinline)) static void* CallocFull(const void* caller, size_t n, size_t size) {
   if (real::Resolving()) return BootstrapCalloc(n, size);
+  size_t total;
+  if (g_guarded_short_path && !__builtin_mul_overflow(n, size, &total) && PassesUnsampled(total)) {
+    return Unrecorded([&] { return real::calloc(n, size); });
+  }
   if (!EnterFrom(caller)) {
     void* p = Unrecorded([&] { return real::calloc(n, size); });
     if (p) memlens::agent::PassOverUnrecorded(n * size);
@@ -153,6 +163,10 @@ __attribute__((noinline)) static void* ReallocCommon(const void* caller, void* p
                                                      size_t n) {
   size_t total;
   bool overflow = __builtin_mul_overflow(n, size, &total);
+  if (g_guarded_short_path && (!ptr || ReleasesUnsampled(ptr)) && !overflow &&
+      PassesUnsampled(total)) {
+    return Unrecorded([&] { return call(ptr, n, size); });
+  }
   if (!EnterFrom(caller)) {
     void* p = Unrecorded([&] { return call(ptr, n, size); });
     if (p) memlens::agent::PassOverUnrecorded(total);

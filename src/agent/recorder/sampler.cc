@@ -15,6 +15,7 @@ namespace memlens::agent {
 
 uint64_t g_sample_rate = 0;
 bool g_direct_short_path = false;
+bool g_guarded_short_path = false;
 constinit thread_local uint64_t t_bytes_to_sample = 0;
 constinit SampledPointers g_sampled;
 

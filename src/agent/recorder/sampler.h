@@ -74,6 +74,13 @@ inline bool SamplingShortPath() {
 // could be recorded, so the interposers take the full path, which guards it.
 extern bool g_direct_short_path;
 
+// Set once, before recording, when sampling with another allocator behind us (jemalloc,
+// tcmalloc, the program's own): an unsampled call skips the full path's caller check and its
+// call into the recorder, but still runs the real function under the guard, since what that
+// allocator does beneath (its own mmap, say) is not the program's. Checked first on the full
+// path (interposers.cc).
+extern bool g_guarded_short_path;
+
 // On the direct path: true when an allocation of `size` bytes is not to be recorded, because it
 // holds no sample point (its bytes counted down) or the thread is inside the agent.
 inline bool PassesUnsampled(uint64_t size) {
