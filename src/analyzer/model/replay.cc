@@ -165,12 +165,20 @@ class Replayer : public format::RecordVisitor {
   uint32_t HeapOfStack(uint64_t stack) const;
   void FindBackingMemory();
   void CountSize(uint64_t stack, uint64_t size, Weight w);
-  Weight HeapWeight(uint64_t size) const;
+  // Inline, as State below: one of each for every event.
+  Weight HeapWeight(uint64_t size) const {
+    return p_->sample_rate == 0 || size == 0 ? Weight{size, kCountUnit} : SampledWeight(size);
+  }
+  Weight SampledWeight(uint64_t size) const;
   bool LeftOut(const format::Event& e);
   void MapAddressSpace();
   uint64_t ModuleOf(uint64_t ip) const;
   void IndexLoadedSegments();
-  StackState& State(uint64_t stack);
+  StackState& State(uint64_t stack) {
+    uint32_t slot = stack < slot_of_.size() ? slot_of_[stack] : 0;
+    return slot ? states_[slot] : NewState(stack);
+  }
+  StackState& NewState(uint64_t stack);  // the first event of a stack
   void Allocate(uint64_t stack, Weight w, uint64_t seq, bool python = false);
   void Release(uint64_t stack, Weight w, bool python = false);
   void Touch(StackState& s);
@@ -317,14 +325,10 @@ void Replayer::IndexLoadedSegments() {
   }
 }
 
-StackState& Replayer::State(uint64_t stack) {
+StackState& Replayer::NewState(uint64_t stack) {
   if (stack >= slot_of_.size()) slot_of_.resize(std::max<size_t>(stack + 1, slot_of_.size() * 2));
-  uint32_t& slot = slot_of_[stack];
-  if (slot == 0) {
-    slot = static_cast<uint32_t>(states_.size());
-    states_.emplace_back();
-  }
-  return states_[slot];
+  slot_of_[stack] = static_cast<uint32_t>(states_.size());
+  return states_.emplace_back();
 }
 
 void Replayer::Touch(StackState& s) {
@@ -340,8 +344,7 @@ void Replayer::Touch(StackState& s) {
 // p = 1 - exp(-s/rate), so it stands for s/p bytes and 1/p blocks (the Horvitz-Thompson
 // estimator: unbiased for every sum of blocks). The same size always gives the same weight,
 // so a free takes back exactly what its allocation added.
-Weight Replayer::HeapWeight(uint64_t size) const {
-  if (p_->sample_rate == 0 || size == 0) return {size, kCountUnit};
+Weight Replayer::SampledWeight(uint64_t size) const {
   double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(p_->sample_rate));
   return {static_cast<uint64_t>(std::llround(static_cast<double>(size) / p)),
           static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};

@@ -4,9 +4,10 @@
 namespace memlens::analyzer {
 
 void EventOrderer::Add(const format::Event& event) {
-  if (event.seq == next_seq_ && pending_ == 0) {  // the common case: already in order
+  if (event.seq == next_seq_) {  // the common case: the one due (every waiting one is later)
     ++next_seq_;
     sink_(event);
+    if (pending_ > 0) Release(false);  // those waiting for it
     return;
   }
   if (event.seq < next_seq_) return;  // a duplicate or a late event behind a skipped gap
@@ -18,9 +19,12 @@ void EventOrderer::Add(const format::Event& event) {
   Release(pending_ > max_pending_);
 }
 
-std::deque<format::Event>& EventOrderer::Queue(uint32_t thread) {
-  if (thread >= queues_.size()) queues_.resize(thread + 1);
-  return queues_[thread];
+void EventOrderer::Ring::Grow() {
+  std::vector<format::Event> larger(slots_.empty() ? 64 : slots_.size() * 2);
+  for (uint64_t i = 0; head_ + i < tail_; ++i) larger[i] = slots_[(head_ + i) & (slots_.size() - 1)];
+  tail_ -= head_;
+  head_ = 0;
+  slots_.swap(larger);
 }
 
 void EventOrderer::Finish() {
@@ -37,7 +41,7 @@ void EventOrderer::Release(bool force) {
       force = pending_ > max_pending_ / 2;
     }
     heads_.pop();
-    auto& queue = Queue(head.thread);
+    Ring& queue = queues_[head.thread];  // a head is only pushed for a queue that exists
     // Drain this thread's run of consecutive numbers without going back to the heap.
     while (!queue.empty() && queue.front().seq == next_seq_) {
       sink_(queue.front());

@@ -33,6 +33,38 @@ TEST(EventOrderer, RestoresOrderAcrossThreads) {
   EXPECT_EQ(orderer.gaps(), 0u);
 }
 
+// The writer drains threads in batches of any length, so a thread's queue fills, wraps around
+// and grows while it is half taken: every event must still come out once, in order, whole.
+TEST(EventOrderer, RestoresOrderThroughQueuesThatWrapAndGrow) {
+  constexpr uint64_t kEvents = 200000;
+  constexpr uint32_t kThreads = 4;
+  std::mt19937_64 random(6);
+  std::vector<std::vector<format::Event>> by_thread(kThreads);
+  std::vector<uint32_t> thread_of(kEvents);
+  for (uint64_t s = 0; s < kEvents; ++s) {
+    thread_of[s] = static_cast<uint32_t>(random() % kThreads);
+    format::Event e = E(s, thread_of[s]);
+    e.address = s * 16 + 1;
+    by_thread[thread_of[s]].push_back(e);
+  }
+  std::vector<format::Event> out;
+  EventOrderer orderer([&](const format::Event& e) { out.push_back(e); });
+  std::vector<size_t> next(kThreads, 0);
+  for (size_t left = kEvents; left > 0;) {
+    uint32_t t = static_cast<uint32_t>(random() % kThreads);
+    size_t batch = 1 + random() % 700;
+    for (; batch > 0 && next[t] < by_thread[t].size(); --batch, --left) orderer.Add(by_thread[t][next[t]++]);
+  }
+  orderer.Finish();
+  ASSERT_EQ(out.size(), kEvents);
+  for (uint64_t s = 0; s < kEvents; ++s) {
+    ASSERT_EQ(out[s].seq, s);
+    ASSERT_EQ(out[s].thread, thread_of[s]);
+    ASSERT_EQ(out[s].address, s * 16 + 1);
+  }
+  EXPECT_EQ(orderer.gaps(), 0u);
+}
+
 TEST(EventOrderer, SkipsGapsThatNeverFill) {
   std::vector<uint64_t> out;
   EventOrderer orderer([&](const format::Event& e) { out.push_back(e.seq); }, /*max_pending=*/8);
