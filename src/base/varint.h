@@ -38,6 +38,11 @@ inline void PutSignedVarint(std::string* out, int64_t value) { PutVarint(out, Zi
 // early or the varint is longer than 10 bytes: callers treat that as corruption.
 inline bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* value) {
   const uint8_t* q = *p;
+  if (__builtin_expect(q < end && *q < 0x80, 1)) {  // one byte: most of a capture's varints
+    *value = *q;
+    *p = q + 1;
+    return true;
+  }
   uint64_t result = 0;
   for (int shift = 0; shift < 64 && q < end; shift += 7) {
     uint8_t byte = *q++;

@@ -451,9 +451,4 @@ const char* EndReasonName(EndReason reason) {
   return "unknown";
 }
 
-bool IsKnownEventKind(uint8_t k) {
-  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36) || k == 40 ||
-         k == 41 || (k >= 48 && k <= 53) || k == 56 || k == 57;
-}
-
 }  // namespace memlens::format

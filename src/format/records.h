@@ -142,7 +142,11 @@ inline int AddressChain(EventKind k) { return HasStack(k) ? 0 : 1; }
 inline uint64_t RotateAddress(uint64_t a) { return (a >> 4) | (a << 60); }
 inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }
 const char* EventKindName(EventKind kind);
-bool IsKnownEventKind(uint8_t kind);
+// Inline: the decoder asks it of every event.
+inline bool IsKnownEventKind(uint8_t k) {
+  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36) || k == 40 ||
+         k == 41 || (k >= 48 && k <= 53) || k == 56 || k == 57;
+}
 
 enum class EndReason : uint8_t { kExit = 1, kExec = 2, kSignal = 3, kExplicitStop = 4 };
 const char* EndReasonName(EndReason reason);  // "exit", "exec", "signal", "stop"
