@@ -49,7 +49,11 @@ void EventOrderer::Release(bool force) {
       --pending_;
       ++next_seq_;
     }
-    if (!queue.empty()) heads_.push({queue.front().seq, head.thread});
+    if (!queue.empty()) {
+      heads_.push({queue.front().seq, head.thread});
+    } else {
+      queue.TrimIfEmpty();
+    }
   }
 }
 

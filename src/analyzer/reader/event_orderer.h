@@ -59,12 +59,17 @@ class EventOrderer {
     const format::Event& front() const { return slots_[head_ & (slots_.size() - 1)]; }
     const format::Event& back() const { return slots_[(tail_ - 1) & (slots_.size() - 1)]; }
     void pop_front() { ++head_; }
+    // Once empty, a ring grown for a long wait gives its memory back.
+    void TrimIfEmpty() {
+      if (empty() && slots_.size() > kKeptSlots) *this = Ring();
+    }
     void push_back(const format::Event& event) {
       if (tail_ - head_ == slots_.size()) Grow();
       slots_[tail_++ & (slots_.size() - 1)] = event;
     }
 
    private:
+    static constexpr size_t kKeptSlots = size_t{1} << 16;  // 3 MiB: more than a batch
     void Grow();
     std::vector<format::Event> slots_;  // a power of two of them
     uint64_t head_ = 0;  // counts of events taken and put, ever; an index is one mod the size
