@@ -5,7 +5,8 @@ Two measurements, each with the configurations interleaved round-robin (the orde
 repetition) so machine noise hits all columns alike, after one unmeasured warm-up run:
 
 1. Overhead: the churn workloads of bench/run.py (1 and 4 threads) unprofiled, sampled at the
-   default rate, sampled at 512 KiB (tcmalloc's and heapprofd's rate), sampling's short path
+   default rate and at 64, 128, 256 and 512 KiB (tcmalloc's and heapprofd's rate; the sweep
+   shows what each rate costs beside the accuracy it gives), sampling's short path
    alone (a rate of 1 TiB: every allocation counts down and every free asks the filter, but
    nothing is sampled, so this is the floor that sampled blocks add to) and fully traced.
 2. Threads: churn with 1, 2, 4 and 8 threads (the same total work), unprofiled and sampled at
@@ -41,12 +42,20 @@ from run import ITERATIONS, RESULTS, ROOT, build
 CONFIGS = {  # name -> memlens run options (None: unprofiled)
     "unprofiled": None,
     "sampled (default rate)": ["--sample"],
+    "sampled 64 KiB": ["--sample-rate", "64K"],
+    "sampled 128 KiB": ["--sample-rate", "128K"],
+    "sampled 256 KiB": ["--sample-rate", "256K"],
     "sampled 512 KiB": ["--sample-rate", "512K"],
     "short path only (1 TiB)": ["--sample-rate", "1T"],
     "full tracing": [],
 }
 THREADS = [1, 2, 4, 8]
 HEAPS_MIB = [0, 1024, 4096]
+RATE_KIB = {"sampled (default rate)": 32, "sampled 64 KiB": 64, "sampled 128 KiB": 128,
+            "sampled 256 KiB": 256, "sampled 512 KiB": 512}
+# The accuracy bar of the sampling tests (tests/e2e/test_sampling.py): estimates within 5% on
+# 75 MB leaked in 32-byte blocks, the smallest figure they check.
+ACCURACY_BYTES = 75_000_000
 BASELINE = "sampled, baseline build"
 
 
@@ -165,18 +174,25 @@ differences as noise.
 
 ## Overhead on the churn workloads
 
-| workload | configuration | × unprofiled (wall) | × unprofiled (CPU) | fastest ÷ fastest (wall) | median wall s | median CPU s |
-|---|---|---|---|---|---|---|"""]
+The last column is what a rate gives up: the relative standard error, sqrt(rate / bytes), of
+an estimate over 75 MB of blocks much smaller than the rate (the leak the sampling tests
+check to 5%, tests/e2e/test_sampling.py). 5% is 2.4 standard errors at 32 KiB, 1.7 at 64 KiB,
+1.2 at 128 KiB.
+
+| workload | configuration | × unprofiled (wall) | × unprofiled (CPU) | fastest ÷ fastest (wall) | median wall s | median CPU s | std. error on 75 MB |
+|---|---|---|---|---|---|---|---|"""]
     for (workload, config), results in overhead.items():
         failed = [r for r in results if "error" in r]
         if failed:
-            lines.append(f"| {workload} | {config} | failed: {failed[0]['error']} | | | | |")
+            lines.append(f"| {workload} | {config} | failed: {failed[0]['error']} | | | | | |")
             continue
+        rate = RATE_KIB.get(config)
+        error = f"{100 * (rate * 1024 / ACCURACY_BYTES) ** 0.5:.1f}%" if rate else ""
         lines.append(f"| {workload} | {config} | {fmt(slowdown(overhead, workload, config, 'wall'))} | "
                      f"{fmt(slowdown(overhead, workload, config, 'cpu'))} | "
                      f"{fmt(fastest_ratio(overhead, workload, config))} | "
                      f"{fmt(statistics.median(r['wall'] for r in results), '.3f')} | "
-                     f"{fmt(statistics.median(r['cpu'] for r in results), '.3f')} |")
+                     f"{fmt(statistics.median(r['cpu'] for r in results), '.3f')} | {error} |")
     lines.append("""
 ## Threads: no lock contention
 
