@@ -8,7 +8,9 @@
 //
 // Per address: dwfl finds the compile unit; a per-CU index of function ranges (built on the
 // CU's first use) finds the function DIE; a walk down its children finds the inlined
-// instances that contain the address. Names come from DWARF, else from the ELF symbol table.
+// instances that contain the address. Names come from DWARF, else from the ELF symbol table;
+// a function named by neither is still recognised when it is one of the object's static
+// initializers (kStaticInitializer).
 #include "analyzer/symbolize/symbolizer.h"
 
 #include <cxxabi.h>
@@ -16,6 +18,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +40,70 @@ const Dwfl_Callbacks kOfflineCallbacks = {
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &g_debuginfo_path,
 };
+
+// The addresses (ELF virtual) of the functions the dynamic loader runs before main: the
+// entries of .preinit_array and .init_array, as the file holds them. x86-64 links write each
+// entry's value into the section as well as into its relocation; an entry left 0 (a link that
+// keeps values in relocations only) is skipped, and its initializer is then not recognised.
+std::vector<uint64_t> InitializerAddresses(Elf* elf) {
+  std::vector<uint64_t> addresses;
+  const size_t entry = gelf_getclass(elf) == ELFCLASS64 ? 8 : 4;
+  const uint64_t all_ones = entry == 8 ? ~uint64_t{0} : 0xffffffffu;  // an end marker
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr header;
+    if (gelf_getshdr(scn, &header) == nullptr ||
+        (header.sh_type != SHT_INIT_ARRAY && header.sh_type != SHT_PREINIT_ARRAY)) {
+      continue;
+    }
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    const char* bytes = static_cast<const char*>(data->d_buf);
+    for (size_t at = 0; at + entry <= data->d_size; at += entry) {
+      uint64_t value = 0;
+      std::memcpy(&value, bytes + at, entry);  // little-endian host and file (x86-64)
+      if (value != 0 && value != all_ones) addresses.push_back(value);
+    }
+  }
+  std::sort(addresses.begin(), addresses.end());
+  return addresses;
+}
+
+// The start addresses (ELF virtual) of the functions .eh_frame describes, sorted: the search
+// table of .eh_frame_hdr (segment PT_GNU_EH_FRAME), which GNU linkers write as 4-byte offsets
+// from the header (DW_EH_PE_datarel | DW_EH_PE_sdata4). libdw's CFI gives only the rows of
+// an FDE, not where the FDE starts. Empty when the table is absent or encoded otherwise.
+std::vector<uint64_t> FunctionStarts(Elf* elf) {
+  std::vector<uint64_t> starts;
+  size_t count = 0;
+  if (elf_getphdrnum(elf, &count) != 0) return starts;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr phdr;
+    if (gelf_getphdr(elf, static_cast<int>(i), &phdr) == nullptr ||
+        phdr.p_type != PT_GNU_EH_FRAME) {
+      continue;
+    }
+    Elf_Data* data = elf_getdata_rawchunk(elf, phdr.p_offset, phdr.p_filesz, ELF_T_BYTE);
+    if (data == nullptr || data->d_size < 12) return starts;
+    const auto* header = static_cast<const unsigned char*>(data->d_buf);
+    constexpr unsigned char kUdata4 = 0x03, kSdata4 = 0x0b, kDatarelSdata4 = 0x3b;
+    if (header[0] != 1 || ((header[1] & 0x0f) != kUdata4 && (header[1] & 0x0f) != kSdata4) ||
+        header[2] != kUdata4 || header[3] != kDatarelSdata4) {
+      return starts;
+    }
+    uint32_t entries = 0;
+    std::memcpy(&entries, header + 8, 4);
+    if (entries > (data->d_size - 12) / 8) return starts;
+    starts.reserve(entries);
+    for (uint32_t e = 0; e < entries; ++e) {
+      int32_t offset = 0;
+      std::memcpy(&offset, header + 12 + 8 * e, 4);
+      starts.push_back(phdr.p_vaddr + offset);
+    }
+    std::sort(starts.begin(), starts.end());  // sorted by the linker; sorting costs little
+    return starts;
+  }
+  return starts;
+}
 
 std::string Hex(const std::string& bytes) {
   static const char kDigits[] = "0123456789abcdef";
@@ -252,6 +319,31 @@ struct Symbolizer::ElfFile {
   std::string build_id;    // raw bytes from the file on disk, "" when it has none
   bool has_dwarf = false;
   FunctionCache functions;
+  std::vector<uint64_t> initializers;  // InitializerAddresses: sorted ELF virtual addresses
+
+  std::vector<uint64_t> function_starts;  // FunctionStarts, read on first need
+  bool function_starts_read = false;
+
+  // Whether the function holding Dwfl address `addr` is one of the static initializers: an
+  // FDE of .eh_frame (kept by strip) covers it, and the covering FDE (FDEs never overlap: the
+  // one with the greatest start at or below addr) starts at an initializer's address.
+  bool InInitializer(Dwarf_Addr addr) {
+    if (initializers.empty()) return false;
+    Dwarf_Addr cfi_bias = 0;
+    Dwarf_CFI* cfi = dwfl_module_eh_cfi(mod, &cfi_bias);
+    Dwarf_Frame* frame = nullptr;
+    if (cfi == nullptr || dwarf_cfi_addrframe(cfi, addr - cfi_bias, &frame) != 0) return false;
+    std::free(frame);
+    if (!function_starts_read) {
+      function_starts_read = true;
+      GElf_Addr bias = 0;
+      if (Elf* elf = dwfl_module_getelf(mod, &bias)) function_starts = FunctionStarts(elf);
+    }
+    const uint64_t at = addr - elf_bias;
+    auto after = std::upper_bound(function_starts.begin(), function_starts.end(), at);
+    return after != function_starts.begin() &&
+           std::binary_search(initializers.begin(), initializers.end(), *(after - 1));
+  }
 
   ~ElfFile() {
     if (dwfl != nullptr) dwfl_end(dwfl);
@@ -312,10 +404,12 @@ Symbolizer::ElfFile* Symbolizer::OpenFile(const std::string& path) {
 
   // Where dwfl placed the file: 0 for ordinary shared objects and executables, but ask
   // rather than assume (prelinked objects have a non-zero first p_vaddr).
-  if (dwfl_module_getelf(file->mod, &file->elf_bias) == nullptr) {
+  Elf* elf = dwfl_module_getelf(file->mod, &file->elf_bias);
+  if (elf == nullptr) {
     Warn(path + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
     return nullptr;
   }
+  file->initializers = InitializerAddresses(elf);
   dwfl_module_info(file->mod, nullptr, &file->low, &file->high, nullptr, nullptr, nullptr,
                    nullptr);
   const unsigned char* bits = nullptr;
@@ -391,6 +485,12 @@ std::vector<SourceFrame> Symbolizer::Lookup(const Module& module, uint64_t ip) {
     GElf_Sym sym;
     frames.back().function = Demangle(
         dwfl_module_addrinfo(file->mod, addr, &offset, &sym, nullptr, nullptr, nullptr));
+  }
+  // Nameless in the file (local functions of a stripped object, such as the initializer in
+  // Debian's libstdc++ that allocates the exception emergency pool before main), but known to
+  // be a static initializer: say so rather than show a bare offset.
+  if (frames.back().function.empty() && file->InInitializer(addr)) {
+    frames.back().function = kStaticInitializer;
   }
   return frames;
 }

@@ -23,8 +23,12 @@
 
 namespace memlens::analyzer {
 
+// The function name of a frame in a static initializer (a function of the object's
+// .init_array or .preinit_array, run before main) that no symbol or debug info names.
+inline constexpr char kStaticInitializer[] = "<static initializer>";
+
 struct SourceFrame {
-  std::string function;  // demangled C++ name or C name; "" when unknown
+  std::string function;  // demangled C++ name or C name, kStaticInitializer; "" when unknown
   std::string file;      // source path from DWARF (absolute when the CU has a comp_dir); ""
   uint32_t line = 0;     // 0 when unknown
   std::string module;    // path of the ELF object ("" for an unknown module id)

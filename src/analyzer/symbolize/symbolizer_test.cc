@@ -15,6 +15,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "stripped_fixture.h"
 #include "symbolize_fixture.h"
 
 namespace memlens::analyzer {
@@ -259,6 +260,29 @@ TEST(SymbolizerTest, SymbolTableFallbackNamesLibcFunctions) {
   const SourceFrame frame = symbolizer.Resolve(4, reinterpret_cast<uintptr_t>(function) + 1)[0];
   EXPECT_TRUE(Contains(frame.function, "getpid")) << frame.function;
   EXPECT_EQ(frame.module, libc.path);
+}
+
+// A stripped object's local functions have no name anywhere in the file; one that is a static
+// initializer (listed in .init_array) is named so, any other stays module+offset.
+TEST(SymbolizerTest, UnnamedStaticInitializerIsNamedSo) {
+  const void* in_initializer = memlens_stripped_initializer_ip();
+  const void* in_other = memlens_stripped_unnamed_ip();
+  ASSERT_NE(in_initializer, nullptr);  // the constructor ran when the test binary loaded
+  format::ModuleRecord stripped = ModuleOf(in_initializer, 6);
+  ASSERT_TRUE(Contains(stripped.path, "libmemlens_stripped_fixture")) << stripped.path;
+  Symbolizer symbolizer;
+  symbolizer.AddModule(stripped);
+
+  const SourceFrame initializer =
+      symbolizer.Resolve(6, reinterpret_cast<uintptr_t>(in_initializer))[0];
+  EXPECT_EQ(initializer.function, kStaticInitializer);
+  EXPECT_EQ(initializer.file, "");
+  EXPECT_EQ(initializer.module_offset,
+            reinterpret_cast<uintptr_t>(in_initializer) - stripped.load_bias);
+
+  const SourceFrame other = symbolizer.Resolve(6, reinterpret_cast<uintptr_t>(in_other))[0];
+  EXPECT_EQ(other.function, "");
+  EXPECT_EQ(other.module, stripped.path);
 }
 
 }  // namespace
