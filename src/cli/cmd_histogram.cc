@@ -133,7 +133,7 @@ int Histogram(const HistogramOptions& o) {
   } else {
     PrintEstimateNote(p);
     std::cout << "Allocation sizes up to " << p.SnapshotLabel() << ": "
-              << FormatCount(p.totals.allocations) << " allocations, "
+              << FormatCounted(p.totals.allocations, "allocation") << ", "
               << FormatBytes(p.totals.allocated_bytes) << "\n";
     PrintBuckets(p.size_histogram);
     for (size_t i = 0; i < sites.size(); ++i) {
@@ -141,7 +141,7 @@ int Histogram(const HistogramOptions& o) {
       std::string location = SourceLocation(s.site);
       std::cout << "\n#" << i + 1 << "  " << FunctionName(s.site)
                 << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(s.site)
-                << "): " << FormatCount(s.stats.allocations) << " allocations, "
+                << "): " << FormatCounted(s.stats.allocations, "allocation") << ", "
                 << FormatBytes(s.stats.allocated_bytes) << "\n";
       PrintBuckets(s.buckets);
     }

@@ -110,16 +110,17 @@ int Leaks(const LeaksOptions& o) {
   } else {
     PrintEstimateNote(p);
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
-              << FormatCount(t.leaked_blocks) << " blocks, from " << stacks << " call stacks\n";
+              << FormatCounted(t.leaked_blocks, "block") << ", from "
+              << FormatCounted(stacks, "call stack") << "\n";
     if (suppressed.stacks) {
       std::cout << "(suppressed: " << FormatBytes(suppressed.bytes) << " in "
-                << FormatCount(suppressed.blocks) << " blocks from " << suppressed.stacks
-                << " call stacks)\n";
+                << FormatCounted(suppressed.blocks, "block") << " from "
+                << FormatCounted(suppressed.stacks, "call stack") << ")\n";
     }
     for (size_t i = 0; i < leaks.size(); ++i) {
       const auto& r = leaks[i];
       std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.leaked_bytes) << " in "
-                << FormatCount(r.stats.leaked_blocks) << " blocks (" << FormatCount(r.stats.allocations)
+                << FormatCounted(r.stats.leaked_blocks, "block") << " (" << FormatCount(r.stats.allocations)
                 << " allocated here in all)\n";
       PrintStack(r.stack);
     }

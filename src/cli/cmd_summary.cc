@@ -157,13 +157,14 @@ int Summary(const SummaryOptions& o) {
     if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
                                   (p.end ? "" : "   (recording incomplete)")});
-    facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " + FormatCount(t.allocations) +
-                                   " allocations (" + FormatCount(t.frees) + " frees)"});
-    facts.AddRow({"peak", FormatBytes(t.peak_bytes) + " in " + FormatCount(t.peak_blocks) +
-                              " blocks, at " + FormatSeconds(peak_at)});
+    facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " +
+                                   FormatCounted(t.allocations, "allocation") + " (" +
+                                   FormatCounted(t.frees, "free") + ")"});
+    facts.AddRow({"peak", FormatBytes(t.peak_bytes) + " in " + FormatCounted(t.peak_blocks, "block") +
+                              ", at " + FormatSeconds(peak_at)});
     facts.AddRow({p.snapshot.kind == SnapshotSpec::kEnd ? "at exit" : "in use",
-                  FormatBytes(t.leaked_bytes) + " in " + FormatCount(t.leaked_blocks) +
-                      " blocks still allocated at " + p.SnapshotLabel()});
+                  FormatBytes(t.leaked_bytes) + " in " + FormatCounted(t.leaked_blocks, "block") +
+                      " still allocated at " + p.SnapshotLabel()});
     if (t.python_allocated_bytes || t.arena_peak_bytes) {
       facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) + " of the allocated bytes through " +
                                   "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +
@@ -182,7 +183,7 @@ int Summary(const SummaryOptions& o) {
                                    FormatCount(snapshots) + " snapshot requests (memlens timeline)"});
     }
     facts.AddRow({"threads", std::to_string(p.thread_count)});
-    facts.AddRow({"dropped", FormatCount(t.dropped_events) + " events"});
+    facts.AddRow({"dropped", FormatCounted(t.dropped_events, "event")});
     facts.Print(std::cout);
     PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
     PrintSites(("Top sites by memory in use at " + p.SnapshotLabel() + ":").c_str(), by_leak, true,

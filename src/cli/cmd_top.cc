@@ -143,7 +143,7 @@ int Top(const TopOptions& o) {
       for (size_t i = 0; i < rows.size(); ++i) {
         uint64_t value = SortValue(rows[i].stats, sort);
         std::cout << "\nstack #" << i + 1 << " ("
-                  << (sort == SortBy::kCount ? FormatCount(value) + " allocations" : FormatBytes(value))
+                  << (sort == SortBy::kCount ? FormatCounted(value, "allocation") : FormatBytes(value))
                   << "):\n";
         for (const SourceFrame* f : rows[i].stack) {
           std::cout << "    " << FunctionName(*f) << "  " << SourceLocation(*f) << "  ("

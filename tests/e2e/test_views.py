@@ -89,6 +89,21 @@ def test_leaks_suppressions_hide_and_count(record, tmp_path):
     assert bad.returncode == 2 and "missing" in bad.stderr
 
 
+def test_leaks_text_counts_in_words(record):
+    """The terminal view says "1 block", never "1 blocks": leak_two_paths leaves main's stdout
+    buffer (one block), 5 blocks from path_b and 3 from path_a."""
+    run = record("leak_two_paths")
+    out = memlens("leaks", run.capture)
+    assert out.returncode == 0, out.stderr
+    assert "in 9 blocks, from 3 call stacks" in out.stdout
+    assert "in 1 block (1 allocated here in all)" in out.stdout
+    assert "500 B in 5 blocks (5 allocated here in all)" in out.stdout
+    assert "300 B in 3 blocks (3 allocated here in all)" in out.stdout
+    assert " 1 blocks" not in out.stdout
+    summary = memlens("summary", run.capture).stdout
+    assert "in 10 allocations (1 free)" in summary
+
+
 def test_leaks_growth_finds_a_list_freed_at_exit(record):
     run = record("grows")
     assert run.proc.returncode == 0, run.proc.stderr

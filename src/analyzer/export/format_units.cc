@@ -28,6 +28,10 @@ std::string FormatCount(uint64_t count) {
   return out;
 }
 
+std::string FormatCounted(uint64_t count, const std::string& noun) {
+  return FormatCount(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
 std::string FormatSeconds(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f s", seconds);

@@ -13,6 +13,8 @@ namespace memlens::analyzer {
 
 std::string FormatBytes(uint64_t bytes);    // "1.50 MiB", "512 B"
 std::string FormatCount(uint64_t count);    // "1,234,567"
+// "1 block", "1,234 blocks": the count and the noun, plural unless the count is 1.
+std::string FormatCounted(uint64_t count, const std::string& noun);
 std::string FormatSeconds(double seconds);  // "12.345 s"
 std::string FormatPercent(uint64_t part, uint64_t whole);  // "12.3%"
 std::string FunctionName(const SourceFrame& frame);  // the name, or module+0xoffset
