@@ -314,6 +314,7 @@ std::vector<SourceFrame> DwarfFrames(FunctionCache* functions, Dwarf_Die* cudie,
 struct Symbolizer::ElfFile {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* mod = nullptr;
+  Elf* elf = nullptr;      // the module's ELF, owned by dwfl
   GElf_Addr elf_bias = 0;  // Dwfl address = ELF virtual address + elf_bias
   Dwarf_Addr low = 0, high = 0;  // the module's Dwfl address range
   std::string build_id;    // raw bytes from the file on disk, "" when it has none
@@ -336,8 +337,7 @@ struct Symbolizer::ElfFile {
     std::free(frame);
     if (!function_starts_read) {
       function_starts_read = true;
-      GElf_Addr bias = 0;
-      if (Elf* elf = dwfl_module_getelf(mod, &bias)) function_starts = FunctionStarts(elf);
+      function_starts = FunctionStarts(elf);
     }
     const uint64_t at = addr - elf_bias;
     auto after = std::upper_bound(function_starts.begin(), function_starts.end(), at);
@@ -404,12 +404,12 @@ Symbolizer::ElfFile* Symbolizer::OpenFile(const std::string& path) {
 
   // Where dwfl placed the file: 0 for ordinary shared objects and executables, but ask
   // rather than assume (prelinked objects have a non-zero first p_vaddr).
-  Elf* elf = dwfl_module_getelf(file->mod, &file->elf_bias);
-  if (elf == nullptr) {
+  file->elf = dwfl_module_getelf(file->mod, &file->elf_bias);
+  if (file->elf == nullptr) {
     Warn(path + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
     return nullptr;
   }
-  file->initializers = InitializerAddresses(elf);
+  file->initializers = InitializerAddresses(file->elf);
   dwfl_module_info(file->mod, nullptr, &file->low, &file->high, nullptr, nullptr, nullptr,
                    nullptr);
   const unsigned char* bits = nullptr;
