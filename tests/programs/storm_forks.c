@@ -2,14 +2,19 @@
 // (even children) or _exit() (odd ones). `storm_forks exec`: each child execs this program as
 // `storm_forks child I`, which allocates and exits with the same status. The parent allocates
 // between forks, waits for every child at the end and prints how each one ended; it keeps the
-// blocks of odd forks and frees the others.
+// blocks of odd forks and frees the others. A second thread allocates all the while, so that
+// forks land in the middle of its allocator calls.
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { kForks = 200 };
+enum { kForks = 200, kThreadAllocations = 100000 };
+
+static atomic_int forking = 1;
 
 static int status_of(int i) { return (i * 37 + 5) % 256; }
 
@@ -21,6 +26,26 @@ static int child(int i, int use_exit) {
   _exit(status_of(i));
 }
 
+// Allocates and frees until the forks are over, at least kThreadAllocations times (the last
+// line says how many: it depends on timing); returns the count through `arg`.
+static void* allocate_meanwhile(void* arg) {
+  long count = 0;
+  while (atomic_load(&forking) || count < kThreadAllocations) {
+    char* block = malloc(1 + count % 500);  // @meanwhile
+    block[0] = 1;
+    free(block);
+    ++count;
+  }
+  *(long*)arg = count;
+  return NULL;
+}
+
+static long meanwhile_bytes(long count) {
+  long bytes = 0;
+  for (long i = 0; i < count; ++i) bytes += 1 + i % 500;
+  return bytes;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "child") == 0) return child(atoi(argv[2]), 1);
   if (argc != 2 || (strcmp(argv[1], "exit") != 0 && strcmp(argv[1], "exec") != 0)) {
@@ -30,6 +55,9 @@ int main(int argc, char** argv) {
   int exec_form = strcmp(argv[1], "exec") == 0;
   static pid_t pids[kForks];
   static char* between[kForks];
+  long thread_allocations = 0;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, allocate_meanwhile, &thread_allocations) != 0) return 1;
   for (int i = 0; i < kForks; ++i) {
     between[i] = malloc(100 + i);  // @between
     memset(between[i], i, 100 + i);
@@ -46,6 +74,8 @@ int main(int argc, char** argv) {
       _exit(127);
     }
   }
+  atomic_store(&forking, 0);
+  pthread_join(thread, NULL);
   int as_expected = 0;
   for (int i = 0; i < kForks; ++i) {
     int status;
@@ -62,5 +92,6 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < kForks; i += 2) free(between[i]);
   printf("%d of %d children exited as expected\n", as_expected, kForks);
+  printf("meanwhile: %ld blocks, %ld bytes\n", thread_allocations, meanwhile_bytes(thread_allocations));
   return as_expected == kForks ? 0 : 1;
 }
