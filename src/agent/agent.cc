@@ -192,6 +192,7 @@ void Start() {
   }
   InstallSignalHandlers();
   AttachPython();  // before the interpreter initializes: main has not run yet
+  real::ForgetDlError();  // most processes have no Py_Version
 }
 
 }  // namespace

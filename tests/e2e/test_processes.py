@@ -51,6 +51,16 @@ def test_dlopened_library_is_symbolized_after_dlclose(record):
     assert (row["allocated_bytes"], row["leaked_bytes"]) == (4321, 4321)
 
 
+def test_agent_leaves_no_dlerror_behind(record):
+    """The agent's own failed dlsym calls (Py_Version in a C program) must not show through the
+    program's dlerror(), nor leave blocks the program's next dl* call frees unseen."""
+    alone = subprocess.run([str(PROGRAMS / "dlerror_first")], capture_output=True, text=True)
+    assert alone.stdout == "dlerror: none\ndlopen: ok\n"
+    r = record("dlerror_first")
+    assert (r.proc.returncode, r.proc.stdout) == (0, alone.stdout)
+    assert r.analyze("summary")["totals"]["unmatched_frees"] == 0
+
+
 def test_abort_keeps_the_capture_and_reports_the_signal(record):
     r = record("aborts")
     assert r.proc.returncode == 128 + signal.SIGABRT

@@ -76,6 +76,7 @@ __attribute__((noinline)) int Resolve() {
     void* first = dlsym(RTLD_DEFAULT, kMangled[form]);
     if (first && !DefinedHere(first)) ours = false;
   }
+  real::ForgetDlError();  // a C program has none of these symbols
   int mode = ours ? kOurs : kForward;
   g_mode.store(mode, std::memory_order_release);
   return mode;

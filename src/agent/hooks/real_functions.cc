@@ -48,6 +48,11 @@ void* BootstrapAlloc(size_t size, size_t alignment) {
   return g_bootstrap_arena + start;
 }
 
+void ForgetDlError() {
+  dlerror();  // marks the message as read (after copying it)
+  dlerror();  // frees a read message and its record
+}
+
 void EnsureResolved() {
   if (g_state.load(std::memory_order_acquire) == 2) return;
   int expected = 0;

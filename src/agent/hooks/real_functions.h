@@ -25,6 +25,13 @@ void EnsureResolved();
 bool AllocatorIsLibc();
 void* BootstrapAlloc(size_t size, size_t alignment);
 
+// After the agent's own dlsym calls, some of which fail by design (a symbol looked for that the
+// process lacks): each failure leaves its message in the thread's dlerror state, in blocks the
+// C library mallocs while we record nothing. Left there, the program's next dlopen/dlsym/dlerror
+// would free them (frees of blocks the capture never saw made) and its dlerror() could return
+// our message. Reading the error twice frees them now, in the context that made them.
+void ForgetDlError();
+
 // Inline: every interposed call asks one of these first.
 extern thread_local constinit bool t_resolving;  // this thread is inside dlsym (EnsureResolved)
 inline constexpr size_t kBootstrapArenaBytes = 64 * 1024;
