@@ -86,10 +86,9 @@ int ProgramSigaction(int signo, const struct sigaction* act, struct sigaction* o
   if (use == &stand_in) {
     // As the kernel would hold it: the C library adds its restorer to every action it sets.
     g_program_default[signo] = *act;
-#ifdef SA_RESTORER
-    g_program_default[signo].sa_flags |= previous.sa_flags & SA_RESTORER;
+    constexpr int kRestorerFlag = 0x04000000;  // SA_RESTORER, which <signal.h> does not show
+    g_program_default[signo].sa_flags |= previous.sa_flags & kRestorerFlag;
     g_program_default[signo].sa_restorer = previous.sa_restorer;
-#endif
   }
   return 0;
 }

@@ -142,8 +142,17 @@ class Writer {
 
 Writer* g_writer = nullptr;
 
+std::atomic<bool> g_writer_has_arena{false};
+
 void* WriterMain(void* arg) {
   t_in_hook = true;  // the writer's own allocations are never recorded
+  // The C library gives a thread its malloc arena on its first allocation, and a thread that
+  // finds no address space for one then (a program that fills memory as it starts) never gets
+  // one: each of its allocations can only map fresh memory, never reuse what the program frees,
+  // and the writer would wait for memory forever. So the arena is made first, and StartWriter
+  // waits for it.
+  real::free(real::malloc(1));
+  g_writer_has_arena.store(true, std::memory_order_release);
   // Named, so that top -H, perf and /proc tell it from the program's own threads.
   prctl(PR_SET_NAME, "memlens-writer", 0, 0, 0);
   static_cast<Writer*>(arg)->Run();
@@ -562,11 +571,18 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything
   g_writer_running.store(true, std::memory_order_release);
-  int rc = pthread_create(&g_writer_thread, nullptr, [](void* arg) -> void* {
+  // The default stack (8 MiB of address space, RLIMIT_STACK) is far more than the writer's
+  // loops need; an idle program's virtual size counted it all (docs/agent.md, "Limits").
+  constexpr size_t kWriterStackBytes = 1 << 20;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kWriterStackBytes);
+  int rc = pthread_create(&g_writer_thread, &attr, [](void* arg) -> void* {
     WriterMain(arg);
     g_writer_running.store(false, std::memory_order_release);
     return nullptr;
   }, g_writer);
+  pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     g_writer_running.store(false, std::memory_order_release);
@@ -574,6 +590,11 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
     return false;
   }
   pthread_detach(g_writer_thread);
+  for (int waited_us = 0; !g_writer_has_arena.load(std::memory_order_acquire) && waited_us < 1000000;
+       waited_us += 20) {
+    timespec pause{0, 20000};
+    nanosleep(&pause, nullptr);
+  }
   return true;
 }
 
