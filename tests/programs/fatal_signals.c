@@ -4,12 +4,14 @@
 //          again: SIGPIPE, as in `prog | head -1`
 //   term   allocates, then raise(SIGTERM)
 //   usr1   allocates, then raise(SIGUSR1)
-//   query  prints the disposition of a few signals, sets some and reads them back
+//   query  prints the disposition of a few signals, sets some and reads them back, then does
+//          the same in a forked child and in a program that child execs (`report`)
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { kBlocks = 1000 };
@@ -31,6 +33,12 @@ static void Report(int signo, const char* name) {
 
 int main(int argc, char** argv) {
   const char* how = argc > 1 ? argv[1] : "query";
+  if (!strcmp(how, "report")) {  // exec'd: handlers are reset, ignored signals stay ignored
+    Report(SIGTERM, "exec TERM");
+    Report(SIGHUP, "exec HUP");
+    Report(SIGUSR1, "exec USR1");
+    return 0;
+  }
   if (!strcmp(how, "query")) {
     Report(SIGTERM, "TERM");
     Report(SIGPIPE, "PIPE");
@@ -45,7 +53,19 @@ int main(int argc, char** argv) {
     ignore.sa_handler = SIG_IGN;
     sigaction(SIGHUP, &ignore, NULL);
     Report(SIGHUP, "HUP");
-    return 0;
+    signal(SIGUSR1, OnSignal);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+      Report(SIGTERM, "child TERM");
+      Report(SIGUSR1, "child USR1");
+      fflush(stdout);
+      execl(argv[0], argv[0], "report", (char*)NULL);
+      _exit(127);
+    }
+    int status;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
   }
   if (!strcmp(how, "pipe")) {
     printf("ready\n");
