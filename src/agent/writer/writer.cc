@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -150,7 +151,7 @@ void* WriterMain(void* arg) {
   // finds no address space for one then (a program that fills memory as it starts) never gets
   // one: each of its allocations can only map fresh memory, never reuse what the program frees,
   // and the writer would wait for memory forever. So the arena is made first, and StartWriter
-  // waits for it.
+  // waits for it when a limit makes that matter.
   real::free(real::malloc(1));
   g_writer_has_arena.store(true, std::memory_order_release);
   // Named, so that top -H, perf and /proc tell it from the program's own threads.
@@ -590,7 +591,14 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
     return false;
   }
   pthread_detach(g_writer_thread);
-  for (int waited_us = 0; !g_writer_has_arena.load(std::memory_order_acquire) && waited_us < 1000000;
+  // Only a limit on address space or data lets a program fill memory (else it is killed by the
+  // OOM killer first): without one, the program does not wait for the writer to be scheduled
+  // (a fraction of a millisecond on a busy machine, on every recorded process's start).
+  rlimit as{}, data{};
+  const bool limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+                       (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+  for (int waited_us = 0; limited && !g_writer_has_arena.load(std::memory_order_acquire) &&
+                          waited_us < 1000000;
        waited_us += 20) {
     timespec pause{0, 20000};
     nanosleep(&pause, nullptr);
