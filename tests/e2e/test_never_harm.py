@@ -6,6 +6,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -33,6 +34,21 @@ def test_closing_every_descriptor_keeps_the_capture_out_of_the_program_files(
     assert r.analyze("summary")["capture"]["complete"]
     # A raw system call gets past the interposers: the writer notices and reopens, once.
     assert r.proc.stderr.count("opened the capture again") == (1 if how == "raw" else 0)
+
+
+def test_python_closerange_keeps_the_capture_out_of_its_file(tmp_path):
+    python = os.environ.get("MEMLENS_TEST_PYTHON", sys.executable)
+    script = ("import os, time\n"
+              "os.closerange(3, 65536)\n"
+              "f = open('own.txt', 'w'); f.write('program data\\n'); f.flush()\n"
+              "time.sleep(0.3); f.write('more\\n'); f.close()\n"
+              "print(open('own.txt').read(), end='')\n")
+    capture = tmp_path / "py.mlens"
+    proc = memlens("run", "-o", capture, "--", python, "-c", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "program data\nmore\n"
+    summary = Recorded(proc, capture).analyze("summary")
+    assert summary["capture"]["complete"] and summary["totals"]["allocations"] > 0
 
 
 def limit_address_space(kib):
@@ -96,6 +112,17 @@ def test_sigpipe_keeps_every_event_made_before_it(tmp_path):
     assert (row["allocations"], row["leaked_bytes"]) == (1000, 48 * 1000)
     summary = r.analyze("summary")
     assert summary["capture"]["end_reason"] == "signal"
+
+
+def test_yes_piped_into_head_is_recorded_to_its_death(tmp_path):
+    """`yes | head -1` recorded nothing: yes dies of SIGPIPE with its events unwritten."""
+    capture = tmp_path / "yes.mlens"
+    proc = subprocess.run(["sh", "-c", f"{MEMLENS} run -o {capture} -- yes | head -1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "y\n"
+    summary = Recorded(proc, capture).analyze("summary")
+    assert summary["capture"]["end_reason"] == "signal"
+    assert summary["totals"]["allocations"] > 0
 
 
 @pytest.mark.parametrize("how, signo", [("term", signal.SIGTERM), ("usr1", signal.SIGUSR1)])
