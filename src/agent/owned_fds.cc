@@ -83,7 +83,7 @@ void MoveOwnedFdAway(int fd) {
     if (owned.load(std::memory_order_relaxed) != fd) continue;
     // The program's dup2 replaces `fd` (closing it) right after: leave it open until then.
     int moved = static_cast<int>(syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HighBase()));
-    if (moved == fd || moved < 0) moved = static_cast<int>(syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3));
+    if (moved < 0) moved = static_cast<int>(syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3));
     owned.store(moved, std::memory_order_release);  // -1 (out of descriptors): the slot is lost
   }
   UnlockOwnedFds();

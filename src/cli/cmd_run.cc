@@ -323,7 +323,8 @@ int Run(const RunOptions& options) {
     int probe = OpenPrivateFile(output.c_str(), O_CREAT);
     if (probe < 0) {
       const char* why = PrivateFileError(errno);
-      return Complain("cannot write the capture '" + output + "': " + (why ? why : strerror(errno)));
+      return Complain("cannot write the capture '" + output + "': " +
+                      (why ? why : strerror(errno)));
     }
     close(probe);
   }

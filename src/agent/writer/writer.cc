@@ -471,7 +471,12 @@ void Writer::MaybeSampleResident(bool force) {
   LockOwnedFds();
   int fd = FdOf(statm_slot_);
   ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
+  int error = errno;
   UnlockOwnedFds();
+  if (n < 0 && error == EBADF && statm_slot_ >= 0) {  // closed by a raw system call: open again
+    int reopened = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (reopened >= 0) ReplaceFd(statm_slot_, reopened);
+  }
   if (n <= 0) return;
   text[n] = '\0';
   unsigned long long size_pages = 0, resident_pages = 0;
