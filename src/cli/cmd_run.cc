@@ -388,8 +388,9 @@ int Run(const RunOptions& options) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (indexer) indexer->Finish();
-  struct stat st;  // a FIFO or a device has no size to check
-  bool written = stat(capture.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0);
+  struct stat st;  // a FIFO or a device has no size to check; a link is never written through
+  bool written = lstat(capture.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) &&
+                 (!S_ISREG(st.st_mode) || st.st_size > 0);
   // The file made for following, when the program never ran: leave nothing behind.
   if (indexer && output.empty() && !written) unlink(capture.c_str());
   if (WIFSIGNALED(status)) {
