@@ -26,18 +26,19 @@
 #include <atomic>
 #include <string>
 
+#include "agent/fatal_signals.h"
 #include "agent/hooks/real_functions.h"
+#include "agent/owned_fds.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
 #include "agent/writer/writer.h"
+#include "base/private_file.h"
 
 namespace memlens::agent {
 namespace {
 
 constexpr int kStopTimeoutMs = 10000;
-constexpr int kHandledSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
-                                   SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 std::atomic<bool> g_initializing{false};
 bool g_after_exec = false;  // this image replaced the recorded one by exec: append
@@ -129,30 +130,6 @@ void StopRecording(format::EndReason reason, int64_t detail) {
   g_state.store(kStopped);
 }
 
-void OnFatalSignal(int signo) {
-  int saved_errno = errno;
-  StopRecording(format::EndReason::kSignal, signo);
-  // Die the way the program would have without us.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigaction(signo, &dfl, nullptr);
-  raise(signo);  // blocked in this handler: delivered (and fatal) as soon as it returns
-  errno = saved_errno;
-}
-
-// Only where the program left the default action: its own handlers always win.
-void InstallSignalHandlers() {
-  for (int signo : kHandledSignals) {
-    struct sigaction old {};
-    if (sigaction(signo, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
-    struct sigaction sa {};
-    sa.sa_handler = OnFatalSignal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(signo, &sa, nullptr);
-  }
-}
-
 void OnForkChild() {
   // The child has no writer thread and shares our capture file: it does not record.
   g_state.store(kPassive);
@@ -171,26 +148,31 @@ void Start() {
   format::ProcessRecord process = DescribeProcess();
   g_pid = static_cast<pid_t>(process.pid);
   std::string path = ExpandOutputPath(process);
-  // After an exec the capture goes on in the same file (docs/agent.md, "exec").
-  int fd = g_after_exec ? open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+  // After an exec the capture goes on in the same file (docs/agent.md, "exec"). Private, and
+  // never through a symbolic link (base/private_file.h).
+  int fd = g_after_exec ? OpenPrivateFile(path.c_str(), O_APPEND) : -1;
   bool append = fd >= 0;
-  if (!append) fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (!append) fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
   if (fd < 0) {
-    Say("cannot write the capture '" + path + "': " + strerror(errno) + "; not recording");
+    const char* why = PrivateFileError(errno);
+    Say("cannot write the capture '" + path + "': " + (why ? why : strerror(errno)) +
+        "; not recording");
     g_state.store(kStopped);
     return;
   }
+  // At a high number, out of the program's way (owned_fds.h).
+  int slot = OwnFd(fd);
   setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
   // The image an exec brings appends to this file, whatever %e would say for it.
   setenv("MEMLENS_OUTPUT", path.c_str(), 1);
   pthread_atfork(nullptr, nullptr, OnForkChild);
-  if (!StartWriter(fd, process, /*write_file_header=*/!append)) {
+  if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/!append)) {
     Say("cannot start the writer thread; not recording");
-    close(fd);
+    DisownFd(slot, true);
     g_state.store(kStopped);
     return;
   }
-  InstallSignalHandlers();
+  InstallFatalSignalHandlers();
   AttachPython();  // before the interpreter initializes: main has not run yet
   real::ForgetDlError();  // most processes have no Py_Version
 }
@@ -248,6 +230,8 @@ void ResumeAfterFailedExec() {
   if (g_state.load() == kRecording && getpid() == g_pid) ResumeWriter();
 }
 void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
+void FinishOnFatalSignal(int signo) { StopRecording(format::EndReason::kSignal, signo); }
+bool RecordingHere() { return g_state.load() == kRecording && getpid() == g_pid; }
 
 }  // namespace memlens::agent
 

@@ -17,5 +17,9 @@ void BeforeDlclose();  // lets the writer intern the closing library's frames fi
 void PauseBeforeExec();
 void ResumeAfterFailedExec();
 void StopBeforeExit(int status);
+// The agent's handler for a fatal signal (fatal_signals.h): finishes the capture.
+void FinishOnFatalSignal(int signo);
+// This process (not a forked child) is recording now.
+bool RecordingHere();
 
 }  // namespace memlens::agent

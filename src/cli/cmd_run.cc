@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "analyzer/model/snapshot_index.h"
+#include "base/private_file.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -316,12 +317,16 @@ int Run(const RunOptions& options) {
                     "': give a number of bytes from 1 to 1T, as in 65536, 64K or 1M");
   }
   std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
+  // Captures are private (0600) and never written through a symbolic link planted at the path
+  // (base/private_file.h).
   if (!output.empty()) {
-    if (FILE* probe = fopen(output.c_str(), "ab")) {
-      fclose(probe);
-    } else {
-      return Complain("cannot write the capture '" + output + "': " + strerror(errno));
+    int probe = OpenPrivateFile(output.c_str(), O_CREAT);
+    if (probe < 0) {
+      const char* why = PrivateFileError(errno);
+      return Complain("cannot write the capture '" + output + "': " +
+                      (why ? why : strerror(errno)));
     }
+    close(probe);
   }
 
   // Like a shell: the terminal's ^C and ^\ reach the program; memlens waits for it to finish.
@@ -373,7 +378,7 @@ int Run(const RunOptions& options) {
   // The file is emptied before the agent starts, so what the indexer reads is this run's.
   std::unique_ptr<CaptureIndexer> indexer;
   if (!options.no_index && CanFollow(capture)) {
-    int fd = open(capture.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = OpenPrivateFile(capture.c_str(), O_CREAT | O_TRUNC);
     if (fd >= 0) {
       close(fd);
       indexer = std::make_unique<CaptureIndexer>(capture);
@@ -383,8 +388,9 @@ int Run(const RunOptions& options) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (indexer) indexer->Finish();
-  struct stat st;  // a FIFO or a device has no size to check
-  bool written = stat(capture.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0);
+  struct stat st;  // a FIFO or a device has no size to check; a link is never written through
+  bool written = lstat(capture.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) &&
+                 (!S_ISREG(st.st_mode) || st.st_size > 0);
   // The file made for following, when the program never ran: leave nothing behind.
   if (indexer && output.empty() && !written) unlink(capture.c_str());
   if (WIFSIGNALED(status)) {

@@ -18,6 +18,8 @@
 //
 // A failed allocation is handed to the next definition too: it runs the program's
 // new_handler and throws std::bad_alloc (or returns null) from the program's own C++ runtime.
+// One of the agent's own fails differently: it waits for memory (writer.h, WaitForAgentMemory),
+// since a C program that copes with malloc's null has no C++ runtime to forward to.
 // The agent is built without exceptions; the throw unwinds through these frames, which hold
 // nothing to clean up, by their unwind tables.
 //
@@ -33,6 +35,7 @@
 #include "agent/hooks/allocation_paths.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/unwinder.h"
+#include "agent/writer/writer.h"
 
 namespace real = memlens::agent::real;
 using memlens::agent::hooks::AlignedFull;
@@ -124,6 +127,9 @@ template <typename Fn, typename... Args>
 __attribute__((noinline)) void* NewSlow(Form form, const void* caller, size_t size, Args... args) {
   if (Ours(caller)) {
     if (void* p = MallocFrom(caller, size ? size : 1)) return p;
+    if (FromAgent(caller)) {  // never abort the program for the agent's own memory
+      if (void* p = memlens::agent::WaitForAgentMemory(size ? size : 1, 16)) return p;
+    }
   }
   return Next<Fn>(form)(size, args...);
 }
@@ -133,6 +139,13 @@ __attribute__((noinline)) void* NewAligned(Form form, const void* caller, size_t
                                            std::align_val_t alignment, Args... args) {
   if (Ours(caller)) {
     if (void* p = AlignedFull(caller, static_cast<size_t>(alignment), size ? size : 1)) return p;
+    if (FromAgent(caller)) {
+      size_t rounded = ((size ? size : 1) + static_cast<size_t>(alignment) - 1) &
+                       ~(static_cast<size_t>(alignment) - 1);
+      if (void* p = memlens::agent::WaitForAgentMemory(rounded, static_cast<size_t>(alignment))) {
+        return p;
+      }
+    }
   }
   return Next<Fn>(form)(size, alignment, args...);
 }

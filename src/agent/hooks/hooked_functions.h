@@ -3,10 +3,12 @@
 // The one list of functions the agent interposes, as an X-macro:
 //   X(name, return type, (parameters), (argument names))
 // real_functions.cc expands it to resolve the next definition of each (dlsym RTLD_NEXT);
-// interposers.cc defines each interposer by hand, because each records something different.
+// interposers.cc defines each interposer by hand, because each records something different
+// (the descriptor and signal ones: fd_interposers.cc, signal_interposers.cc).
 #pragma once
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -35,4 +37,14 @@
   X(execvpe, int, (const char* file, char* const argv[], char* const envp[]),               \
     (file, argv, envp))                                                                     \
   X(_exit, void, (int status), (status))                                                    \
-  X(_Exit, void, (int status), (status))
+  X(_Exit, void, (int status), (status))                                                    \
+  X(close, int, (int fd), (fd))                                                             \
+  X(close_range, int, (unsigned first, unsigned last, int flags), (first, last, flags))     \
+  X(closefrom, void, (int lowfd), (lowfd))                                                  \
+  X(dup2, int, (int oldfd, int newfd), (oldfd, newfd))                                      \
+  X(dup3, int, (int oldfd, int newfd, int flags), (oldfd, newfd, flags))                    \
+  X(sigaction, int, (int signo, const struct sigaction* act, struct sigaction* old),        \
+    (signo, act, old))                                                                      \
+  X(signal, sighandler_t, (int signo, sighandler_t handler), (signo, handler))              \
+  X(bsd_signal, sighandler_t, (int signo, sighandler_t handler), (signo, handler))          \
+  X(sysv_signal, sighandler_t, (int signo, sighandler_t handler), (signo, handler))

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +21,8 @@
 #include <vector>
 
 #include "agent/api/string_table.h"
+#include "agent/hooks/real_functions.h"
+#include "agent/owned_fds.h"
 #include "agent/python_bridge.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
@@ -77,8 +81,11 @@ pthread_t g_writer_thread;
 
 class Writer {
  public:
-  Writer(int fd, const format::ProcessRecord& process, bool write_file_header)
-      : fd_(fd),
+  Writer(int fd_slot, const std::string& path, int statm_slot,
+         const format::ProcessRecord& process, bool write_file_header)
+      : fd_slot_(fd_slot),
+        statm_slot_(statm_slot),
+        path_(path),
         write_file_header_(write_file_header),
         process_(process),
         meta_encoder_(&meta_),
@@ -102,8 +109,15 @@ class Writer {
   void MaybeSampleResident(bool force);
   void Flush();
   void WriteAll(const std::string& bytes);
+  bool SinkStillOurs();
+  void Fail(const char* reason);
 
-  int fd_;
+  int fd_slot_;     // the capture (owned_fds.h: its number may move)
+  int statm_slot_;  // /proc/self/statm, or -1
+  std::string path_;
+  dev_t sink_dev_ = 0;  // what fd_slot_ was opened on, checked before each chunk
+  ino_t sink_ino_ = 0;
+  bool said_reopened_ = false;
   bool write_file_header_;
   format::ProcessRecord process_;
   std::string meta_;    // threads, modules, stack nodes: placed first in each chunk
@@ -123,15 +137,23 @@ class Writer {
   uint64_t last_flush_ns_ = 0;
   uint64_t last_liveness_check_ns_ = 0;
   uint64_t last_resident_ns_ = 0;
-  int statm_fd_ = -1;
   uint32_t batch_thread_ = 0;
   bool in_batch_ = false;
 };
 
 Writer* g_writer = nullptr;
 
+std::atomic<bool> g_writer_has_arena{false};
+
 void* WriterMain(void* arg) {
   t_in_hook = true;  // the writer's own allocations are never recorded
+  // The C library gives a thread its malloc arena on its first allocation, and a thread that
+  // finds no address space for one then (a program that fills memory as it starts) never gets
+  // one: each of its allocations can only map fresh memory, never reuse what the program frees,
+  // and the writer would wait for memory forever. So the arena is made first, and StartWriter
+  // waits for it when a limit makes that matter.
+  real::free(real::malloc(1));
+  g_writer_has_arena.store(true, std::memory_order_release);
   // Named, so that top -H, perf and /proc tell it from the program's own threads.
   prctl(PR_SET_NAME, "memlens-writer", 0, 0, 0);
   static_cast<Writer*>(arg)->Run();
@@ -139,6 +161,11 @@ void* WriterMain(void* arg) {
 }
 
 void Writer::Run() {
+  struct stat st;
+  if (fstat(FdOf(fd_slot_), &st) == 0) {
+    sink_dev_ = st.st_dev;
+    sink_ino_ = st.st_ino;
+  }
   if (write_file_header_) WriteAll(format::EncodeFileHeader());
   meta_encoder_.Process(process_);
   if (g_sample_rate) meta_encoder_.Sampling({g_sample_rate});  // before any event of the image
@@ -174,8 +201,8 @@ void Writer::Run() {
   DrainAll();
   MaybeSampleResident(true);
   WriteEnd(g_stop_reason, g_stop_detail);
-  close(fd_);
-  if (statm_fd_ >= 0) close(statm_fd_);
+  DisownFd(fd_slot_, true);  // -1 when the program took it: nothing closed
+  DisownFd(statm_slot_, true);
 }
 
 void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
@@ -440,9 +467,16 @@ void Writer::MaybeSampleResident(bool force) {
   uint64_t now = MonotonicNs();
   if (!force && now - last_resident_ns_ < kResidentSampleNs) return;
   last_resident_ns_ = now;
-  if (statm_fd_ < 0) statm_fd_ = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   char text[128];
-  ssize_t n = statm_fd_ >= 0 ? pread(statm_fd_, text, sizeof text - 1, 0) : -1;
+  LockOwnedFds();
+  int fd = FdOf(statm_slot_);
+  ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
+  int error = errno;
+  UnlockOwnedFds();
+  if (n < 0 && error == EBADF && statm_slot_ >= 0) {  // closed by a raw system call: open again
+    int reopened = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (reopened >= 0) ReplaceFd(statm_slot_, reopened);
+  }
   if (n <= 0) return;
   text[n] = '\0';
   unsigned long long size_pages = 0, resident_pages = 0;
@@ -468,46 +502,112 @@ void Writer::Flush() {
   events_.clear();
 }
 
+// A program that closed our descriptor with a raw system call (the interposers see every other
+// way, owned_fds.h) may have got its number for a file of its own: before each chunk, the
+// descriptor must still be the file we opened, else the file is opened again by path, for
+// appending. Returns false when that is impossible (the capture ends there).
+bool Writer::SinkStillOurs() {
+  struct stat st;
+  int fd = FdOf(fd_slot_);
+  if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == sink_dev_ && st.st_ino == sink_ino_) {
+    return true;
+  }
+  // The number, if open, is the program's now: never closed nor written by us again.
+  int reopened = open(path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (reopened >= 0 && (fstat(reopened, &st) != 0 || st.st_dev != sink_dev_ ||
+                        st.st_ino != sink_ino_)) {
+    syscall(SYS_close, reopened);  // another file at that path now: not ours to write
+    reopened = -1;
+  }
+  if (reopened < 0) {
+    ReplaceFd(fd_slot_, -1);
+    return false;
+  }
+  fcntl(reopened, F_SETFL, O_APPEND);  // blocking again (a FIFO opened without waiting)
+  ReplaceFd(fd_slot_, reopened);
+  if (!said_reopened_) {
+    said_reopened_ = true;
+    static const char kMessage[] =
+        "memlens: the program closed the capture's descriptor; memlens opened the capture again\n";
+    ssize_t ignored = ::write(2, kMessage, sizeof kMessage - 1);
+    (void)ignored;
+  }
+  return true;
+}
+
+void Writer::Fail(const char* reason) {
+  // A failing disk must not take the program down: say it once, keep draining, count.
+  failed_ = true;
+  char message[256];
+  int len = snprintf(message, sizeof message,
+                     "memlens: writing the capture failed (%s); the program continues, the "
+                     "capture ends here\n",
+                     reason);
+  if (len > 0) {
+    ssize_t ignored = ::write(2, message, static_cast<size_t>(len));
+    (void)ignored;
+  }
+}
+
 void Writer::WriteAll(const std::string& bytes) {
   if (failed_) return;
+  if (!SinkStillOurs()) return Fail("the program closed its descriptor and the file is gone");
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      // A failing disk must not take the program down: say it once, keep draining, count.
-      failed_ = true;
-      char message[256];
-      int len = snprintf(message, sizeof message,
-                         "memlens: writing the capture failed (%s); the program continues, the "
-                         "capture ends here\n",
-                         n < 0 ? strerror(errno) : "no space");
-      if (len > 0) ::write(2, message, static_cast<size_t>(len));
-      return;
-    }
+    LockOwnedFds();  // the descriptor never moves under the call (owned_fds.h)
+    ssize_t n = write(FdOf(fd_slot_), bytes.data() + done, bytes.size() - done);
+    int error = errno;
+    UnlockOwnedFds();
+    if (n < 0 && error == EINTR) continue;
+    if (n <= 0) return Fail(n < 0 ? strerror(error) : "no space");
     done += static_cast<size_t>(n);
   }
 }
 
 }  // namespace
 
-bool StartWriter(int fd, const format::ProcessRecord& process, bool write_file_header) {
-  g_writer = new Writer(fd, process, write_file_header);
+bool StartWriter(int fd_slot, const std::string& path, const format::ProcessRecord& process,
+                 bool write_file_header) {
+  // Opened here, before the program runs: opened later, it could get a number the program has
+  // just closed and is about to reuse.
+  int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  int statm_slot = statm >= 0 ? OwnFd(statm) : -1;
+  g_writer = new Writer(fd_slot, path, statm_slot, process, write_file_header);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything
   g_writer_running.store(true, std::memory_order_release);
-  int rc = pthread_create(&g_writer_thread, nullptr, [](void* arg) -> void* {
+  // The default stack (8 MiB of address space, RLIMIT_STACK) is far more than the writer's
+  // loops need; an idle program's virtual size counted it all (docs/agent.md, "Limits").
+  constexpr size_t kWriterStackBytes = 1 << 20;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kWriterStackBytes);
+  int rc = pthread_create(&g_writer_thread, &attr, [](void* arg) -> void* {
     WriterMain(arg);
     g_writer_running.store(false, std::memory_order_release);
     return nullptr;
   }, g_writer);
+  pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     g_writer_running.store(false, std::memory_order_release);
+    DisownFd(statm_slot, true);
     return false;
   }
   pthread_detach(g_writer_thread);
+  // Only a limit on address space or data lets a program fill memory (else it is killed by the
+  // OOM killer first): without one, the program does not wait for the writer to be scheduled
+  // (a fraction of a millisecond on a busy machine, on every recorded process's start).
+  rlimit as{}, data{};
+  const bool limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+                       (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+  for (int waited_us = 0; limited && !g_writer_has_arena.load(std::memory_order_acquire) &&
+                          waited_us < 1000000;
+       waited_us += 20) {
+    timespec pause{0, 20000};
+    nanosleep(&pause, nullptr);
+  }
   return true;
 }
 
@@ -569,6 +669,32 @@ void ResumeWriter() {
 void DrainNow(int timeout_ms) {
   if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
   RequestAndWait(g_drain_requested, g_drain_done, timeout_ms);
+}
+
+}  // namespace memlens::agent
+
+namespace memlens::agent {
+
+void* WaitForAgentMemory(size_t size, size_t alignment) {
+  constexpr int kAgentMemoryWaitMs = 2000;
+  for (int waited_ms = 0; waited_ms < kAgentMemoryWaitMs; ++waited_ms) {
+    timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+    void* p = alignment <= 16 ? real::malloc(size) : real::aligned_alloc(alignment, size);
+    if (p) return p;
+  }
+  if (!IsWriterThread()) return nullptr;
+  static const char kMessage[] =
+      "memlens: out of memory for memlens's own work (the program has taken it all): recording "
+      "stopped, the capture ends at its last chunk; the program continues\n";
+  ssize_t ignored = ::write(2, kMessage, sizeof kMessage - 1);
+  (void)ignored;
+  g_state.store(kStopped, std::memory_order_release);
+  g_writer_running.store(false, std::memory_order_release);  // nobody waits for us any more
+  for (;;) {
+    timespec pause{1, 0};
+    nanosleep(&pause, nullptr);
+  }
 }
 
 }  // namespace memlens::agent

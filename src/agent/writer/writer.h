@@ -8,15 +8,19 @@
 // (WaitForWriter also from a signal handler: it only polls atomics and sleeps).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "format/records.h"
 
 namespace memlens::agent {
 
-// Takes ownership of fd. write_file_header is false when appending to the capture of the image
-// this one replaced by exec. Returns false when the thread cannot be started.
-bool StartWriter(int fd, const format::ProcessRecord& process, bool write_file_header);
+// Writes to the owned descriptor in fd_slot (owned_fds.h), opened at `path`, and closes it at
+// the end. write_file_header is false when appending to the capture of the image this one
+// replaced by exec. Returns false when the thread cannot be started.
+bool StartWriter(int fd_slot, const std::string& path, const format::ProcessRecord& process,
+                 bool write_file_header);
 // Asks for a last drain, an END record, and the file closed.
 void RequestWriterStop(format::EndReason reason, int64_t detail);
 // Waits until the writer has finished, or until timeout_ms pass without progress.
@@ -32,5 +36,12 @@ void ResumeWriter();
 // Waits (at most timeout_ms) until the writer has drained everything committed so far. Used
 // before dlclose, so frames of the closing library are interned while it is still mapped.
 void DrainNow(int timeout_ms);
+// The agent's own operator new found no memory: the program has taken it all (under ulimit -v,
+// say), and copes with malloc's null, which the agent, built without exceptions, cannot. Waits
+// for the program to free some, retrying every millisecond. After kAgentMemoryWaitMs, on the
+// writer thread: recording stops for good, with one line on stderr, the capture ends at its last
+// chunk and the thread parks (this never returns; the program goes on unrecorded). On another
+// thread it returns null (and the caller aborts, as it did before).
+void* WaitForAgentMemory(size_t size, size_t alignment);
 
 }  // namespace memlens::agent

@@ -1,6 +1,7 @@
 // src/analyzer/model/snapshot_index.cc: see snapshot_index.h; layout in docs/snapshot-index.md.
 #include "analyzer/model/snapshot_index.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -257,8 +258,15 @@ SnapshotIndexWriter::SnapshotIndexWriter(const std::string& capture_path)
       mkdir(dir.c_str(), 0755);
     }
     temp_path_ = path + ".tmp" + std::to_string(getpid());
-    file_ = std::fopen(temp_path_.c_str(), "wb");
-    if (!file_) continue;
+    // Private like the capture it describes, and made afresh: never through a planted link
+    // (a stale one, of a run that died with our pid, is removed first).
+    unlink(temp_path_.c_str());
+    int fd = open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    file_ = fd >= 0 ? fdopen(fd, "wb") : nullptr;
+    if (!file_) {
+      if (fd >= 0) close(fd);
+      continue;
+    }
     final_path_ = path;
     std::string header = Header(capture_size_, capture_mtime_ns_);
     if (std::fwrite(header.data(), 1, header.size(), file_) != header.size()) {
