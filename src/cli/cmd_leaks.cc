@@ -1,7 +1,8 @@
 // src/cli/cmd_leaks.cc
 //
 // `memlens leaks FILE [--limit N] [--min-bytes B] [--suppressions FILE]`: blocks still
-// allocated at exit, grouped by call stack, with the full stacks.
+// allocated at exit, grouped by call stack, with the full stacks; the blocks the C/C++ runtime
+// keeps for itself (runtime_allocations.h) are counted apart, as the runtime's.
 // `memlens leaks FILE --growth [--windows N] [--marker NAME]`: logical leaks, sites whose memory
 // in use grows all along the capture even when everything is freed at exit (the rule:
 // GrowingSites). The checkpoints are the occurrences of a repeated marker when the capture has
@@ -13,7 +14,9 @@
 #include <tuple>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
 #include "analyzer/model/markers.h"
+#include "analyzer/model/runtime_allocations.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -93,6 +96,7 @@ int Leaks(const LeaksOptions& o) {
     json.Field("bytes", suppressed.bytes);
     json.Field("blocks", suppressed.blocks);
     json.EndObject();
+    WriteRuntimeJson(&json, p);
     json.Key("leaks");
     json.BeginArray();
     for (const auto& r : leaks) {
@@ -112,6 +116,18 @@ int Leaks(const LeaksOptions& o) {
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCounted(t.leaked_blocks, "block") << ", from "
               << FormatCounted(stacks, "call stack") << "\n";
+    if (t.runtime_blocks) {
+      std::cout << "Runtime: " << RuntimeNote(p) << "\n";
+      TextTable table;
+      for (auto align : {TextTable::kRight, TextTable::kRight, TextTable::kLeft}) {
+        table.AddColumn("", align);
+      }
+      for (const RuntimeShare& share : p.runtime) {
+        table.AddRow({FormatBytes(share.bytes), FormatCounted(share.blocks, "block"),
+                      share.rule->what});
+      }
+      table.Print(std::cout);
+    }
     if (suppressed.stacks) {
       std::cout << "(suppressed: " << FormatBytes(suppressed.bytes) << " in "
                 << FormatCounted(suppressed.blocks, "block") << " from "
