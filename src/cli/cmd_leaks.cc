@@ -39,9 +39,15 @@ struct Suppressed {
   uint64_t stacks = 0, bytes = 0, blocks = 0;
 };
 
+// The stack from its site outwards; the allocator's frames inside the site (operator new, the
+// standard library's templates: SiteIndex) are one line, as they say how, not where.
 void PrintStack(const Stack& stack) {
   size_t site = StackResolver::SiteIndex(stack);
-  for (size_t f = 0; f < stack.size(); ++f) {
+  if (site > 0) {
+    std::cout << "       (" << FormatCounted(site, "frame")
+              << " of the allocator and standard library templates; --json lists them)\n";
+  }
+  for (size_t f = site; f < stack.size(); ++f) {
     const SourceFrame& frame = *stack[f];
     std::string location = SourceLocation(frame);
     std::cout << (f == site ? "    at " : "       ") << FunctionName(frame)
@@ -141,7 +147,8 @@ int Leaks(const LeaksOptions& o) {
       PrintStack(r.stack);
     }
     if (stacks > leaks.size()) {
-      std::cout << "\n(" << stacks - leaks.size() << " more call stacks; use --limit)\n";
+      std::cout << "\n(" << FormatCounted(stacks - leaks.size(), "more call stack")
+                << "; use --limit)\n";
     }
   }
   PrintWarnings(p, resolver);
@@ -308,7 +315,8 @@ int Growth(const LeaksOptions& o) {
       PrintStack(resolver.Frames(g.stack_id));
     }
     if (site_count > sites.size()) {
-      std::cout << "\n(" << site_count - sites.size() << " more sites; use --limit)\n";
+      std::cout << "\n(" << FormatCounted(site_count - sites.size(), "more site")
+                << "; use --limit)\n";
     }
   }
   PrintWarnings(p, resolver);
