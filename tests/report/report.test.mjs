@@ -3,7 +3,8 @@
 // Records known programs under `memlens run`, writes their reports, opens them from file:// in
 // Debian's Chromium (headless, driven by playwright-core) and checks what a user sees: the
 // peak figure, zooming and searching the flame graph, the diff between two moments of the
-// timeline; and that the page makes no network request, logs no error, and shows hostile
+// timeline, a legend that never hides the peak label, the runtime's blocks apart from the
+// program's; and that the page makes no network request, logs no error, and shows hostile
 // function names as text. Run by run.mjs (ctest `report`).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
