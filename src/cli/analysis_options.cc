@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/model/runtime_allocations.h"
 
 namespace memlens::cli {
 
@@ -87,6 +88,7 @@ void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolve
   analyzer::StackFilter filter;
   std::string error;
   if (ParseFilter(filters, &filter, &error)) analyzer::FilterProfile(filter, resolver, profile);
+  analyzer::SetRuntimeApart(resolver, profile);
 }
 
 int Complain(const std::string& message) {
@@ -114,6 +116,13 @@ std::string EstimateNote(const Profile& p) {
   return "Estimates: heap allocations were sampled (one byte in " +
          analyzer::FormatBytes(p.sample_rate) +
          " on average); every byte and block figure is scaled up from the samples";
+}
+
+std::string RuntimeNote(const Profile& p) {
+  const analyzer::Totals& t = p.totals;
+  return analyzer::FormatBytes(t.runtime_bytes) + " in " +
+         analyzer::FormatCounted(t.runtime_blocks, "block") +
+         " kept by the C/C++ runtime for the life of the process (not leaks)";
 }
 
 void PrintEstimateNote(const Profile& p) {

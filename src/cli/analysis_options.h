@@ -39,7 +39,8 @@ void AddFilterOptions(CLI::App* command, FilterOptions* filters);  // includes -
 void AddHeapOption(CLI::App* command, FilterOptions* filters);
 // Loads the capture with the filters' thread in *replay (other replay options as given) after
 // checking the patterns. Then, once the view has its resolver, ApplyFilters drops the stacks
-// the patterns leave out (FilterProfile): every view calls both, in that order.
+// the patterns leave out (FilterProfile) and sets apart the blocks the C/C++ runtime keeps
+// for itself (SetRuntimeApart): every view calls both, in that order.
 bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
                     analyzer::ReplayOptions replay, analyzer::Profile* profile);
 void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolver,
@@ -52,6 +53,9 @@ bool LoadOrComplain(const std::string& argument, analyzer::Profile* profile);
 // they are estimates. Nothing for a capture that recorded every allocation.
 void PrintEstimateNote(const analyzer::Profile& profile);
 std::string EstimateNote(const analyzer::Profile& profile);  // the line, without a newline
+// "75.00 KiB in 2 blocks kept by the C/C++ runtime for the life of the process (not leaks)":
+// the blocks SetRuntimeApart took out of the in-use figures.
+std::string RuntimeNote(const analyzer::Profile& profile);
 // Prints warnings (damage, drops, symbolization problems) to stderr, one per line.
 void PrintWarnings(const analyzer::Profile& profile, const analyzer::StackResolver& resolver);
 // The "capture" and "process" members every JSON output starts with.

@@ -1,7 +1,8 @@
 // src/cli/cmd_leaks.cc
 //
 // `memlens leaks FILE [--limit N] [--min-bytes B] [--suppressions FILE]`: blocks still
-// allocated at exit, grouped by call stack, with the full stacks.
+// allocated at exit, grouped by call stack, with the full stacks; the blocks the C/C++ runtime
+// keeps for itself (runtime_allocations.h) are counted apart, as the runtime's.
 // `memlens leaks FILE --growth [--windows N] [--marker NAME]`: logical leaks, sites whose memory
 // in use grows all along the capture even when everything is freed at exit (the rule:
 // GrowingSites). The checkpoints are the occurrences of a repeated marker when the capture has
@@ -13,7 +14,9 @@
 #include <tuple>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/export/text_table.h"
 #include "analyzer/model/markers.h"
+#include "analyzer/model/runtime_allocations.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -36,9 +39,15 @@ struct Suppressed {
   uint64_t stacks = 0, bytes = 0, blocks = 0;
 };
 
+// The stack from its site outwards; the allocator's frames inside the site (operator new, the
+// standard library's templates: SiteIndex) are one line, as they say how, not where.
 void PrintStack(const Stack& stack) {
   size_t site = StackResolver::SiteIndex(stack);
-  for (size_t f = 0; f < stack.size(); ++f) {
+  if (site > 0) {
+    std::cout << "       (" << FormatCounted(site, "frame")
+              << " of the allocator and standard library templates; --json lists them)\n";
+  }
+  for (size_t f = site; f < stack.size(); ++f) {
     const SourceFrame& frame = *stack[f];
     std::string location = SourceLocation(frame);
     std::cout << (f == site ? "    at " : "       ") << FunctionName(frame)
@@ -93,6 +102,7 @@ int Leaks(const LeaksOptions& o) {
     json.Field("bytes", suppressed.bytes);
     json.Field("blocks", suppressed.blocks);
     json.EndObject();
+    WriteRuntimeJson(&json, p);
     json.Key("leaks");
     json.BeginArray();
     for (const auto& r : leaks) {
@@ -112,6 +122,18 @@ int Leaks(const LeaksOptions& o) {
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCounted(t.leaked_blocks, "block") << ", from "
               << FormatCounted(stacks, "call stack") << "\n";
+    if (t.runtime_blocks) {
+      std::cout << "Runtime: " << RuntimeNote(p) << "\n";
+      TextTable table;
+      for (auto align : {TextTable::kRight, TextTable::kRight, TextTable::kLeft}) {
+        table.AddColumn("", align);
+      }
+      for (const RuntimeShare& share : p.runtime) {
+        table.AddRow({FormatBytes(share.bytes), FormatCounted(share.blocks, "block"),
+                      share.rule->what});
+      }
+      table.Print(std::cout);
+    }
     if (suppressed.stacks) {
       std::cout << "(suppressed: " << FormatBytes(suppressed.bytes) << " in "
                 << FormatCounted(suppressed.blocks, "block") << " from "
@@ -125,7 +147,8 @@ int Leaks(const LeaksOptions& o) {
       PrintStack(r.stack);
     }
     if (stacks > leaks.size()) {
-      std::cout << "\n(" << stacks - leaks.size() << " more call stacks; use --limit)\n";
+      std::cout << "\n(" << FormatCounted(stacks - leaks.size(), "more call stack")
+                << "; use --limit)\n";
     }
   }
   PrintWarnings(p, resolver);
@@ -292,7 +315,8 @@ int Growth(const LeaksOptions& o) {
       PrintStack(resolver.Frames(g.stack_id));
     }
     if (site_count > sites.size()) {
-      std::cout << "\n(" << site_count - sites.size() << " more sites; use --limit)\n";
+      std::cout << "\n(" << FormatCounted(site_count - sites.size(), "more site")
+                << "; use --limit)\n";
     }
   }
   PrintWarnings(p, resolver);

@@ -11,6 +11,7 @@
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/report_data.h"
 #include "analyzer/export/report_html.h"
+#include "analyzer/model/runtime_allocations.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -50,6 +51,7 @@ int Report(const ReportOptions& o) {
   Profile p;
   if (!LoadProfile(path, snapshot, replay, &p, &error)) return Complain(error);
   StackResolver resolver(p);
+  SetRuntimeApart(&resolver, &p);
   ReportLimits limits;
   limits.tree_nodes = o.max_nodes;
   std::string data = BuildReportData(p, &resolver, limits);

@@ -1,8 +1,8 @@
 // src/cli/cmd_summary.cc
 //
 // `memlens summary FILE`: the first answers about a capture: command, duration, totals, the
-// peak (how much, when), what was still allocated at exit, and the top sites by peak and by
-// bytes in use at exit.
+// peak (how much, when), what was still allocated at exit (the C/C++ runtime's own blocks
+// apart), and the top sites by peak and by bytes in use at exit.
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -134,6 +134,7 @@ int Summary(const SummaryOptions& o) {
     json.BeginObject();
     WriteCaptureJson(&json, p, resolver);
     WriteTotalsJson(&json, p);
+    WriteRuntimeJson(&json, p);
     WriteRows(&json, "top_peak", by_peak);
     WriteRows(&json, "top_in_use_at_exit", by_leak);
     WriteCustomHeapsJson(&json, p, &resolver);
@@ -165,6 +166,7 @@ int Summary(const SummaryOptions& o) {
     facts.AddRow({p.snapshot.kind == SnapshotSpec::kEnd ? "at exit" : "in use",
                   FormatBytes(t.leaked_bytes) + " in " + FormatCounted(t.leaked_blocks, "block") +
                       " still allocated at " + p.SnapshotLabel()});
+    if (t.runtime_blocks) facts.AddRow({"runtime", RuntimeNote(p)});
     if (t.python_allocated_bytes || t.arena_peak_bytes) {
       facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) + " of the allocated bytes through " +
                                   "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +

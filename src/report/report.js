@@ -90,6 +90,14 @@
       (t.in_use_at_exit_mmap_bytes ? ', ' + fmtBytes(t.in_use_at_exit_mmap_bytes) + ' mapped' : ''),
       { id: 'in-use-value', title: fmtCount(t.in_use_at_exit_bytes) + ' bytes',
         data: { bytes: String(t.in_use_at_exit_bytes) } });
+    if (data.runtime.blocks) {  // not the program's (docs/runtime-allocations.md)
+      card('Kept by the runtime', fmtBytes(data.runtime.bytes),
+        fmtCount(data.runtime.blocks) + ' blocks the C/C++ runtime keeps for the life of the ' +
+        'process (not leaks): ' +
+        data.runtime.rules.map((r) => r.what + ' ' + fmtBytes(r.bytes)).join(', '),
+        { id: 'runtime-value', title: fmtCount(data.runtime.bytes) + ' bytes',
+          data: { bytes: String(data.runtime.bytes) } });
+    }
     card('Allocated', fmtBytes(t.allocated_bytes), fmtCount(t.allocations) + ' allocations, ' +
       fmtCount(t.frees) + ' frees', { title: fmtCount(t.allocated_bytes) + ' bytes' });
     card('Temporary allocations', fmtCount(t.temporary), 'freed before the thread allocated again');
@@ -339,9 +347,10 @@
       svg.append(svgEl('line', { x1: L, x2: W - R, y1: Y(b), y2: Y(b), stroke: '#eef0f4' }));
       svg.append(svgEl('text', { x: L - 6, y: Y(b) + 4, 'text-anchor': 'end', class: 'axis' }, fmtBytes(Math.round(b))));
     }
-    for (let k = 0; k <= 5; ++k) {
+    for (let k = 0; k <= 5; ++k) {  // the last label ends at the right edge, not past it
       const s = duration * k / 5;
-      svg.append(svgEl('text', { x: X(s), y: H - 8, 'text-anchor': 'middle', class: 'axis' }, fmtSec(s)));
+      svg.append(svgEl('text', { x: X(s), y: H - 8, 'text-anchor': k === 5 ? 'end' : 'middle',
+        class: 'axis' }, fmtSec(s)));
     }
     // Heap: a step line (the value holds until the next mark).
     let d = 'M' + L + ',' + Y(0);
@@ -359,7 +368,10 @@
     const peak = data.timeline.peak;
     svg.append(svgEl('circle', { cx: X(peak.time_s), cy: Y(peak.bytes), r: 4, class: 'peak-dot' },
       undefined));
-    svg.append(svgEl('text', { x: Math.min(X(peak.time_s) + 6, W - 120), y: Y(peak.bytes) + 12, class: 'axis' },
+    // Its label beside the dot, on the side with room, haloed so the lines under it stay apart.
+    const right = X(peak.time_s) < W - R - 120;
+    svg.append(svgEl('text', { x: X(peak.time_s) + (right ? 8 : -8), y: Y(peak.bytes) + 14,
+      'text-anchor': right ? 'start' : 'end', class: 'axis peak-label', id: 'timeline-peak' },
       'peak ' + fmtBytes(peak.bytes)));
     for (const cp of CP) {
       svg.append(svgEl('line', { x1: X(cp.time_s), x2: X(cp.time_s), y1: T + ph, y2: T + ph + 5, class: 'checkpoint-mark' }));
@@ -372,26 +384,29 @@
       tick.append(svgEl('title', {}, (snapshot ? 'snapshot ' : 'marker ') + label + ' at ' + fmtSec(s)));
       svg.append(tick);
     }
-    if (markers.length) {  // which markers the ticks are, by name and count
+    // The legend, and which markers the ticks are, by name and count: a line of the page above
+    // the chart, so that nothing drawn in the chart (the peak's label) can lie under them.
+    const legend = el('p', { class: 'legend', id: 'timeline-legend' },
+      el('span', { class: 'key key-heap' }), 'heap in use', el('span', { class: 'key key-rss' }),
+      'resident', el('span', { class: 'key key-peak' }), 'peak');
+    if (markers.length) {
       const counts = new Map();
       for (const [, label, snapshot] of markers) {
         const key = (snapshot ? 'snapshot ' : '') + label;
         counts.set(key, (counts.get(key) || 0) + 1);
       }
       const names = [...counts].slice(0, 6).map(([k, n]) => (n > 1 ? k + ' \u00d7' + n : k));
-      svg.append(svgEl('text', { x: L + 4, y: T + 20, class: 'axis', id: 'timeline-markers' },
+      legend.prepend(el('span', { id: 'timeline-markers', text:
         'markers: ' + names.join(', ') + (counts.size > 6 ? ', \u2026' : '') +
         (data.timeline.markers_total > markers.length ? ' (' + markers.length + ' of ' +
-          data.timeline.markers_total + ' shown)' : '')));
+          data.timeline.markers_total + ' shown)' : '') }));
     }
-    svg.append(svgEl('text', { x: W - R, y: T + 10, 'text-anchor': 'end', class: 'axis' },
-      'heap in use (solid), resident (dashed)'));
     const selection = svgEl('rect', { x: 0, y: T, width: 0, height: ph, class: 'selection' });
     const mark = svgEl('line', { x1: 0, x2: 0, y1: T, y2: T + ph, class: 'point-mark', visibility: 'hidden' });
     svg.append(selection, mark);
     const overlay = svgEl('rect', { x: L, y: T, width: pw, height: ph, fill: 'transparent', id: 'timeline-plot' });
     svg.append(overlay);
-    document.getElementById('timeline-chart').append(svg);
+    document.getElementById('timeline-chart').append(legend, svg);
 
     const toSeconds = (clientX) => {
       const box = svg.getBoundingClientRect();

@@ -3,7 +3,8 @@
 // Records known programs under `memlens run`, writes their reports, opens them from file:// in
 // Debian's Chromium (headless, driven by playwright-core) and checks what a user sees: the
 // peak figure, zooming and searching the flame graph, the diff between two moments of the
-// timeline; and that the page makes no network request, logs no error, and shows hostile
+// timeline, a legend that never hides the peak label, the runtime's blocks apart from the
+// program's; and that the page makes no network request, logs no error, and shows hostile
 // function names as text. Run by run.mjs (ctest `report`).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -214,6 +215,46 @@ test('the program\'s markers show on the timeline', async () => {
   assert.equal(await page.locator('#timeline-svg line.marker-mark[data-label="frame (loop)"]').count(), 100);
   assert.equal(await page.locator('#timeline-markers').textContent(),
     'markers: frame (loop) \u00d7100, shutdown');
+  assertClean(seen, url);
+  await page.close();
+});
+
+// Boxes of two elements on the page overlap (their areas intersect).
+function overlaps(a, b) {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+}
+
+test('the timeline\'s legend and its peak label do not overlap', async () => {
+  // The peak at the top right corner of the chart, where the legend used to be drawn.
+  const { html } = recordAndReport('late_peak',
+    [path.join(BUILD, 'tests', 'programs', 'late_peak')]);
+  const { page, seen, url } = await open(html);
+  const timeline = page.locator('#timeline');
+  const legend = timeline.getByText('heap in use');
+  const peak = timeline.getByText(/^peak \d/);
+  assert.equal(await legend.count(), 1);
+  assert.equal((await peak.textContent()), 'peak 30.00 MiB');
+  const [legendBox, peakBox, chartBox] = await Promise.all(
+    [legend.boundingBox(), peak.boundingBox(), page.locator('#timeline-svg').boundingBox()]);
+  assert.ok(!overlaps(legendBox, peakBox), `legend ${JSON.stringify(legendBox)} and peak label ` +
+    `${JSON.stringify(peakBox)} overlap`);
+  assert.ok(peakBox.x >= chartBox.x && peakBox.x + peakBox.width <= chartBox.x + chartBox.width,
+    'the peak label lies inside the chart');
+  assertClean(seen, url);
+  await page.close();
+});
+
+test('the runtime\'s own blocks are shown apart from what the program left', async () => {
+  const { capture, html } = recordAndReport('runtime_noise',
+    [path.join(BUILD, 'tests', 'programs', 'runtime_noise')]);
+  const summary = JSON.parse(memlens('summary', capture, '--json'));
+  const { page, seen, url } = await open(html);
+  assert.equal(await page.locator('#in-use-value').getAttribute('data-bytes'), '1000');
+  const runtime = page.locator('#runtime-value');
+  assert.equal(await runtime.getAttribute('data-bytes'), String(summary.runtime.bytes));
+  assert.ok(summary.runtime.bytes > 0);
+  assert.match(await page.locator('.card', { has: runtime }).textContent(),
+    /2 blocks the C\/C\+\+ runtime keeps for the life of the process \(not leaks\)/);
   assertClean(seen, url);
   await page.close();
 });

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analyzer/model/runtime_allocations.h"
+
 namespace memlens::analyzer {
 
 void AppendScriptSafeJsonString(std::string* out, std::string_view text) {
@@ -242,6 +244,27 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   json->Field("dropped_events", t.dropped_events);
   json->Field("events", t.events);
   json->Field("stacks", static_cast<uint64_t>(p.stacks.size()));
+  json->EndObject();
+}
+
+void WriteRuntimeJson(JsonWriter* json, const Profile& p) {
+  json->Key("runtime");
+  json->BeginObject();
+  json->Field("bytes", p.totals.runtime_bytes);
+  json->Field("blocks", p.totals.runtime_blocks);
+  json->Field("stacks", static_cast<uint64_t>(p.runtime_stacks.size()));
+  json->Key("rules");
+  json->BeginArray();
+  for (const RuntimeShare& share : p.runtime) {
+    json->BeginObject();
+    json->Field("rule", share.rule->name);
+    json->Field("what", share.rule->what);
+    json->Field("bytes", share.bytes);
+    json->Field("blocks", share.blocks);
+    json->Field("stacks", share.stacks);
+    json->EndObject();
+  }
+  json->EndArray();
   json->EndObject();
 }
 

@@ -72,6 +72,9 @@ void WriteCaptureJson(JsonWriter* json, const Profile& profile,
                       const std::vector<std::string>& warnings);
 // The "totals" member of `memlens summary --json` and of the HTML report's data.
 void WriteTotalsJson(JsonWriter* json, const Profile& profile);
+// The "runtime" member of `summary`, `leaks` and the report's data: the blocks in use at the
+// snapshot that the C/C++ runtime keeps for itself (model/runtime_allocations.h), by rule.
+void WriteRuntimeJson(JsonWriter* json, const Profile& profile);
 void WriteFrame(JsonWriter* json, const SourceFrame& frame);
 // Appends `text` as a JSON string literal that is safe inside an HTML <script> element.
 void AppendScriptSafeJsonString(std::string* out, std::string_view text);

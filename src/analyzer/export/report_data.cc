@@ -256,6 +256,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   // Summary.
   WriteCaptureJson(&json, p, resolver->warnings());  // as every command's --json
   WriteTotalsJson(&json, p);                         // as `memlens summary --json`
+  WriteRuntimeJson(&json, p);                        // as `memlens summary --json`
 
   // Flame trees, top-down.
   json.Key("trees");
@@ -376,12 +377,15 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   for (size_t k = 0; k < p.checkpoints.size(); ++k) {
     write_checkpoint(p.checkpoints[k].at_seconds, p.checkpoints[k].heap_bytes, checkpoint_live[k]);
   }
-  {
+  {  // memory in use, as at the other checkpoints: the runtime's blocks included
+    std::vector<uint64_t> bytes(sites.size());
+    for (size_t s = 0; s < sites.size(); ++s) bytes[s] = sites[s].stats.leaked_bytes;
+    for (const auto& [stack, live] : p.runtime_stacks) bytes[index.Of(stack)] += live.first;
     std::vector<std::pair<size_t, uint64_t>> live;
     for (size_t s = 0; s < sites.size(); ++s) {
-      if (sites[s].stats.leaked_bytes) live.push_back({s, sites[s].stats.leaked_bytes});
+      if (bytes[s]) live.push_back({s, bytes[s]});
     }
-    write_checkpoint(p.snapshot_seconds, p.totals.leaked_bytes, live);
+    write_checkpoint(p.snapshot_seconds, p.totals.leaked_bytes + p.totals.runtime_bytes, live);
   }
   json.EndArray();
 

@@ -62,6 +62,10 @@ struct Totals {
   uint64_t leaked_bytes = 0;
   uint64_t leaked_blocks = 0;
   uint64_t mmap_leaked_bytes = 0;  // part of leaked_bytes held in anonymous mappings
+  // In use at the snapshot but kept by the C/C++ runtime for the life of the process, once
+  // SetRuntimeApart (runtime_allocations.h) has taken them out of leaked_*.
+  uint64_t runtime_bytes = 0;
+  uint64_t runtime_blocks = 0;
   uint64_t python_allocated_bytes = 0;  // part of allocated_bytes from Python's allocator
   // pymalloc's arenas: memory Python's small-object allocator holds from the system, apart
   // from the objects in them (which the totals above count).
@@ -149,6 +153,13 @@ struct ReplayOptions {
   std::string heap;
 };
 
+// The runtime's blocks in use at the snapshot that one rule of runtime_allocations.h covers.
+struct RuntimeRule;
+struct RuntimeShare {
+  const RuntimeRule* rule = nullptr;  // one of RuntimeRules()
+  uint64_t stacks = 0, bytes = 0, blocks = 0;
+};
+
 struct StackNode {
   uint64_t parent = 0;
   uint64_t ip = 0;
@@ -191,6 +202,10 @@ struct Profile {
   std::vector<HeapFigures> heaps;  // custom heaps, in creation order, at the snapshot
   std::unordered_map<uint32_t, std::string> heap_names;  // by heap id
   std::vector<Anomaly> anomalies;  // the first CustomHeaps::kMaxAnomaliesKept
+  // Set by SetRuntimeApart: the runtime's blocks in use at the snapshot, by rule (in the
+  // rules' order, those with blocks) and by stack (bytes, blocks; their StackStats say 0).
+  std::vector<RuntimeShare> runtime;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> runtime_stacks;
   uint64_t anomaly_counts[Anomaly::kKinds] = {};
   const std::string& StringOf(uint64_t id) const;
   std::string HeapDisplayName() const { return heap.empty() ? "system" : heap; }
