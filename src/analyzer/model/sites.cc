@@ -38,16 +38,35 @@ bool IsPythonLibraryFile(const std::string& file) {
   return lib != std::string::npos && file.find('/', lib + 13) != std::string::npos;
 }
 
+// memlens's own libraries: the agent and the Python hooks it loads (src/cli/cmd_run.cc names
+// them). Their frames are how memlens saw an allocation, never where the program made it: the
+// agent's interposers that call on into the C library (dlopen running a library's constructors,
+// pthread_create, fork...) sit between the program's frames and the library's.
+bool IsMemlensModule(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  return name == "libmemlens.so" || name.rfind("libmemlens_python", 0) == 0;
+}
+
 }  // namespace
 
 StackResolver::StackResolver(const Profile& profile)
     : profile_(profile), python_sites_(profile.nodes.size()) {
-  for (const auto& [id, module] : profile.modules) symbolizer_.AddModule(module);
+  for (const auto& [id, module] : profile.modules) {
+    symbolizer_.AddModule(module);
+    if (IsMemlensModule(module.path)) memlens_modules_.push_back(id);
+  }
 }
 
 const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
+  static const std::vector<SourceFrame> kHidden;
   const StackNode& node = profile_.nodes[node_id];
-  if (node.module != 0) return symbolizer_.Resolve(node.module, node.ip);
+  if (node.module != 0) {
+    if (std::find(memlens_modules_.begin(), memlens_modules_.end(), node.module) !=
+        memlens_modules_.end()) {
+      return kHidden;
+    }
+    return symbolizer_.Resolve(node.module, node.ip);
+  }
   auto it = unknown_.find(node.ip);
   if (it != unknown_.end()) return it->second;
   SourceFrame f;

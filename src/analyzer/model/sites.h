@@ -32,7 +32,7 @@ class StackResolver {
   // first past the allocator, a Python stack its Python frames. The outer frames (main, the C
   // library's start-up) are never looked up, nor their modules' debug info loaded.
   SourceFrame Site(uint64_t stack_id);
-  // Frames of one trie node (one return address).
+  // Frames of one trie node (one return address); none for a frame of memlens's own code.
   const std::vector<SourceFrame>& NodeFrames(uint64_t node_id);
   const std::vector<std::string>& warnings() const { return symbolizer_.warnings(); }
 
@@ -50,6 +50,7 @@ class StackResolver {
   std::vector<PythonSites> python_sites_;  // by node id (the profile's nodes never change)
   Symbolizer symbolizer_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
+  std::vector<uint64_t> memlens_modules_;  // ids of the agent's modules: their frames are hidden
 };
 
 // kHeap and kType group by the annotation frames of custom heaps' blocks (a row "system" or

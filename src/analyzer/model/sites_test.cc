@@ -64,5 +64,24 @@ TEST(StackResolverSite, NativeStacksStopPastTheAllocator) {
   EXPECT_EQ(again.Site(0).function, "");    // the empty stack
 }
 
+TEST(StackResolverFrames, MemlensOwnFramesAreHidden) {
+  Profile p;
+  format::ModuleRecord agent;
+  agent.id = 7;
+  agent.path = "/opt/memlens/lib/libmemlens.so";
+  agent.segments = {{0x5000, 0x1000}};
+  p.modules[agent.id] = agent;
+  uint64_t outer = AddNode(&p, 0, 0x1000);
+  uint64_t interposer = AddNode(&p, outer, 0x5100);  // the agent's dlopen, say
+  p.nodes[interposer].module = agent.id;
+  uint64_t inner = AddNode(&p, interposer, 0x3000);
+  StackResolver resolver(p);
+  Stack frames = resolver.Frames(inner);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0]->module_offset, 0x3000u);
+  EXPECT_EQ(frames[1]->module_offset, 0x1000u);
+  EXPECT_EQ(resolver.Site(interposer).module_offset, 0x1000u);
+}
+
 }  // namespace
 }  // namespace memlens::analyzer
