@@ -36,8 +36,8 @@ struct Suppressed {
   uint64_t stacks = 0, bytes = 0, blocks = 0;
 };
 
-void PrintStack(const Stack& stack) {
-  size_t site = StackResolver::SiteIndex(stack);
+void PrintStack(const StackResolver& resolver, const Stack& stack) {
+  size_t site = resolver.SiteIndex(stack);
   for (size_t f = 0; f < stack.size(); ++f) {
     const SourceFrame& frame = *stack[f];
     std::string location = SourceLocation(frame);
@@ -122,7 +122,7 @@ int Leaks(const LeaksOptions& o) {
       std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.leaked_bytes) << " in "
                 << FormatCounted(r.stats.leaked_blocks, "block") << " (" << FormatCount(r.stats.allocations)
                 << " allocated here in all)\n";
-      PrintStack(r.stack);
+      PrintStack(resolver, r.stack);
     }
     if (stacks > leaks.size()) {
       std::cout << "\n(" << stacks - leaks.size() << " more call stacks; use --limit)\n";
@@ -289,7 +289,7 @@ int Growth(const LeaksOptions& o) {
       }
       std::cout << "), " << FormatBytes(g.in_use_at_end) << " in use at " << p.SnapshotLabel()
                 << "\n";
-      PrintStack(resolver.Frames(g.stack_id));
+      PrintStack(resolver, resolver.Frames(g.stack_id));
     }
     if (site_count > sites.size()) {
       std::cout << "\n(" << site_count - sites.size() << " more sites; use --limit)\n";
