@@ -123,6 +123,7 @@ std::string EntryPackage(const Profile& profile) {
   return "";
 }
 
+namespace {
 
 // The files (absolute paths) that the installed distribution holding `package` lists in its
 // RECORD, next to the package in a site-packages directory the capture's Python files name: a
@@ -140,12 +141,12 @@ std::unordered_set<std::string> DistributionFiles(const Profile& profile,
     }
     if (!site.empty()) break;
   }
-  std::error_code error;
   if (site.empty()) return files;
-  for (const auto& entry : std::filesystem::directory_iterator(site, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!EndsWith(name, ".dist-info")) continue;
-    std::ifstream record(entry.path() / "RECORD");
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(site, error), end; !error && it != end;
+       it.increment(error)) {
+    if (!EndsWith(it->path().filename().string(), ".dist-info")) continue;
+    std::ifstream record(it->path() / "RECORD");
     std::vector<std::string> listed;
     bool holds_package = false;
     for (std::string line; std::getline(record, line);) {
@@ -157,6 +158,8 @@ std::unordered_set<std::string> DistributionFiles(const Profile& profile,
   }
   return files;
 }
+
+}  // namespace
 
 StackResolver::StackResolver(const Profile& profile)
     : profile_(profile),

@@ -52,10 +52,10 @@ class StackResolver {
   bool IsEntryFile(const std::string& path) const;
 
   const Profile& profile_;
-  std::vector<PythonSites> python_sites_;  // by node id (the profile's nodes never change)
-  std::string entry_package_;  // EntryPackage(profile_)
+  std::vector<PythonSites> python_sites_;        // by node id (the profile's nodes never change)
+  std::string entry_package_;                    // EntryPackage(profile_)
   std::unordered_set<std::string> entry_files_;  // what its distribution installed (RECORD)
-  std::vector<uint64_t> entry_modules_;  // ids of the modules that are entry files
+  std::vector<uint64_t> entry_modules_;          // ids of the modules that are entry files
   Symbolizer symbolizer_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
   std::vector<uint64_t> memlens_modules_;  // ids of the agent's modules: their frames are hidden
