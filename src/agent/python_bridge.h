@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define MEMLENS_PYTHON_BRIDGE_VERSION 3
+#define MEMLENS_PYTHON_BRIDGE_VERSION 4
 
 /* Fills frames[0..max) with the calling thread's Python frames, innermost first, as
  * PythonFrameIp values (src/format/records.h); a frame that began a new run of the eval loop
@@ -63,6 +63,12 @@ struct MemlensAgentBridge {
   ptrdiff_t in_hook_offset;
   /* The agent's set of sampled blocks (a memlens::agent::SampledPointers), for its filter. */
   const void* sampled_blocks;
+  /* A pointer-sized thread-local of the agent for the hooks library's per-thread state (its
+   * frame cache), as an offset like the two above. The hooks library has no thread-local of
+   * its own: in a dlopen'ed library each thread's copy is made by the first access, with malloc,
+   * from inside an allocation hook where that malloc is not recorded, and glibc frees it when
+   * the thread exits, outside any hook: one unmatched free per thread. */
+  ptrdiff_t frame_cache_offset;
 };
 
 /* Exported by the hooks library. Returns 0 on success; otherwise it has said why. */

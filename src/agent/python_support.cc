@@ -28,6 +28,8 @@ std::atomic<PythonCodeInfo*>* g_codes = nullptr;  // by id; mapped once, never f
 std::atomic<uint64_t> g_next_code{1};
 std::atomic<MemlensPythonFrameReader> g_reader{nullptr};
 int g_python_depth = 1 << 30;  // MEMLENS_PYTHON_FRAMES
+// The hooks library's per-thread frame cache (python_bridge.h: frame_cache_offset).
+constinit thread_local void* t_python_frame_cache = nullptr;
 
 void Say(const char* message) {
   std::string line = std::string("memlens: ") + message + "\n";
@@ -105,6 +107,7 @@ MemlensAgentBridge MakeBridge() {
   bridge.sampling = g_sample_rate != 0;  // set by InitializeOnce, before AttachPython
   bridge.countdown_offset = ThreadPointerOffset(&t_bytes_to_sample);
   bridge.in_hook_offset = ThreadPointerOffset(&t_in_hook);
+  bridge.frame_cache_offset = ThreadPointerOffset(&t_python_frame_cache);
   bridge.sampled_blocks = &g_sampled;
   return bridge;
 }

@@ -41,8 +41,8 @@ struct Suppressed {
 
 // The stack from its site outwards; the allocator's frames inside the site (operator new, the
 // standard library's templates: SiteIndex) are one line, as they say how, not where.
-void PrintStack(const Stack& stack) {
-  size_t site = StackResolver::SiteIndex(stack);
+void PrintStack(const StackResolver& resolver, const Stack& stack) {
+  size_t site = resolver.SiteIndex(stack);
   if (site > 0) {
     std::cout << "       (" << FormatCounted(site, "frame")
               << " of the allocator and standard library templates; --json lists them)\n";
@@ -144,7 +144,7 @@ int Leaks(const LeaksOptions& o) {
       std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.leaked_bytes) << " in "
                 << FormatCounted(r.stats.leaked_blocks, "block") << " (" << FormatCount(r.stats.allocations)
                 << " allocated here in all)\n";
-      PrintStack(r.stack);
+      PrintStack(resolver, r.stack);
     }
     if (stacks > leaks.size()) {
       std::cout << "\n(" << FormatCounted(stacks - leaks.size(), "more call stack")
@@ -312,7 +312,7 @@ int Growth(const LeaksOptions& o) {
       }
       std::cout << "), " << FormatBytes(g.in_use_at_end) << " in use at " << p.SnapshotLabel()
                 << "\n";
-      PrintStack(resolver.Frames(g.stack_id));
+      PrintStack(resolver, resolver.Frames(g.stack_id));
     }
     if (site_count > sites.size()) {
       std::cout << "\n(" << FormatCounted(site_count - sites.size(), "more site")

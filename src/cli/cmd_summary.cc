@@ -107,7 +107,7 @@ void PrintCustomHeaps(const Profile& p, StackResolver* resolver) {
     std::cout << "  #" << i + 1 << " " << AnomalyName(a.kind) << ", heap " << a.heap;
     if (a.address) std::cout << ", block 0x" << std::hex << a.address << std::dec;
     std::cout << ", at " << FormatSeconds(p.SecondsAt(a.seq)) << ":\n";
-    size_t site = StackResolver::SiteIndex(stack);
+    size_t site = resolver->SiteIndex(stack);
     for (size_t f = site; f < stack.size() && f < site + 4; ++f) {
       std::string location = SourceLocation(*stack[f]);
       std::cout << "      " << FunctionName(*stack[f]) << (location.empty() ? "" : "  " + location)

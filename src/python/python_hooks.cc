@@ -103,18 +103,23 @@ constexpr size_t kFrameCacheSets = size_t{1} << kFrameCacheSetBits;
 struct FrameCacheSet {
   FrameCacheEntry way[2];
 };
-thread_local FrameCacheSet* t_frame_cache = nullptr;
+ptrdiff_t g_frame_cache_offset = 0;  // the agent's thread-local that holds a thread's cache
+
+template <typename T>
+inline T* AgentThreadLocal(ptrdiff_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(__builtin_thread_pointer()) + offset);
+}
 
 // The calling thread's cache, mapped on first use (we are inside an allocation hook), or
-// nullptr when that failed. Looked up once per event: in this dlopen'ed library a
-// thread-local is a call to __tls_get_addr.
+// nullptr when that failed. Kept in the agent's static thread-local storage (python_bridge.h
+// says why not in one of ours).
 FrameCacheSet* ThreadFrameCache() {
-  FrameCacheSet* cache = t_frame_cache;
-  if (cache) return cache;
+  FrameCacheSet** slot = AgentThreadLocal<FrameCacheSet*>(g_frame_cache_offset);
+  if (*slot) return *slot;
   void* mem = mmap(nullptr, kFrameCacheSets * sizeof(FrameCacheSet), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return nullptr;
-  return t_frame_cache = static_cast<FrameCacheSet*>(mem);
+  return *slot = static_cast<FrameCacheSet*>(mem);
 }
 
 uint64_t FrameWord(InterpreterFrame* f, uint64_t id) {
@@ -173,11 +178,6 @@ bool g_sampling = false;
 ptrdiff_t g_countdown_offset = 0;
 ptrdiff_t g_in_hook_offset = 0;
 const agent::SampledPointers* g_sampled = nullptr;
-
-template <typename T>
-inline T* AgentThreadLocal(ptrdiff_t offset) {
-  return reinterpret_cast<T*>(static_cast<char*>(__builtin_thread_pointer()) + offset);
-}
 
 // An allocation of `size` bytes needs nothing recorded: it holds no sample point (its bytes
 // then counted down), or the thread is inside the agent.
@@ -395,6 +395,7 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   g_bridge = bridge;
   g_countdown_offset = bridge->countdown_offset;
   g_in_hook_offset = bridge->in_hook_offset;
+  g_frame_cache_offset = bridge->frame_cache_offset;
   g_sampled = static_cast<const memlens::agent::SampledPointers*>(bridge->sampled_blocks);
   g_sampling = bridge->sampling != 0 && g_sampled;
 

@@ -4,7 +4,7 @@ import signal
 import subprocess
 import time
 
-from conftest import MEMLENS, PROGRAMS, Recorded, record_killed
+from conftest import MEMLENS, PROGRAMS, Recorded, line_of, record_killed
 
 
 def test_stdio_arguments_and_exit_status_pass_through(record):
@@ -59,6 +59,42 @@ def test_agent_leaves_no_dlerror_behind(record):
     r = record("dlerror_first")
     assert (r.proc.returncode, r.proc.stdout) == (0, alone.stdout)
     assert r.analyze("summary")["totals"]["unmatched_frees"] == 0
+
+
+def test_stacks_through_dlopen_hold_no_memlens_frame(record):
+    """The block the plugin's constructor allocates while dlopen runs it, and the one allocated
+    through the plugin: exact stacks, with the loader's frames between the constructor and
+    libc's dlopen, and none of memlens (its dlopen interposer sits between main and libc's)."""
+    r = record("dlopen_plugin")
+    assert r.proc.returncode == 0, r.proc.stderr
+    stacks = {row["allocated_bytes"]: row["stack"]
+              for row in r.analyze("top", "--by", "stack", "--limit", "100000")["rows"]
+              if row["allocated_bytes"] in (1234, 4321)}
+
+    def ours(stack):  # (function, source, line) of the test program's and the plugin's frames
+        return [(f["function"], f["file"].rsplit("/", 1)[-1], f["line"]) for f in stack
+                if f["file"].endswith(("/libplugin_alloc.c", "/dlopen_plugin.c"))]
+
+    def module(frame):
+        return frame["module"].rsplit("/", 1)[-1]
+
+    plugin, program = "libplugin_alloc.c", "dlopen_plugin.c"
+    at = line_of
+    ctor = stacks[1234]
+    assert ours(ctor) == [("plugin_constructor", plugin, at(plugin, "plugin_constructor")),
+                          ("main", program, at(program, "dlopen"))]
+    main = [f["function"] for f in ctor].index("main")
+    # Between the constructor and main: the loader and the C library only, dlopen last.
+    assert {module(f) for f in ctor[1:main]} == {"ld-linux-x86-64.so.2", "libc.so.6"}, ctor
+    assert ctor[main - 1]["function"] in ("dlopen", "___dlopen") and module(ctor[main - 1]) == "libc.so.6"
+    through = stacks[4321]
+    assert ours(through) == [("plugin_allocate", plugin, at(plugin, "plugin_allocate")),
+                             ("main", program, at(program, "allocate"))]
+    assert [module(f) for f in through] == ["plugin_alloc.so", "dlopen_plugin", "libc.so.6",
+                                            "libc.so.6", "dlopen_plugin"]
+    for stack in (ctor, through):
+        assert stack[-1]["function"] == "_start"
+        assert not [f for f in stack if "memlens" in f["module"]], stack
 
 
 def test_abort_keeps_the_capture_and_reports_the_signal(record):

@@ -138,6 +138,22 @@ def test_threads_generators_coroutines_and_c_extensions(record_python):
     assert any(f["file"].endswith(consume[0]) and f["line"] == consume[1] for f in gen["stack"])
 
 
+def test_python_threads_leave_no_unmatched_free(record_python):
+    """Each thread's first Python frame lookup once made glibc allocate the hooks library's
+    thread-local storage (unrecorded, under the guard) and free it at thread exit (recorded)."""
+    r = record_python(str(SCRIPTS / "ten_threads.py"))
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout == f"{sum(100_000 + i for i in range(10))}\n"
+    summary = r.analyze("summary")
+    assert summary["totals"]["unmatched_frees"] == 0
+    assert summary["anomalies"]["total"] == 0
+    row = one_row(r, "ten_threads.py", "thread_block")
+    # Per thread: the int 100_000 + i (freed at once), the bytearray object and its buffer.
+    assert (row["allocations"], row["leaked_blocks"]) == (30, 20)
+    assert row["leaked_bytes"] == sum(python_size(f"bytearray({100_000 + i})") for i in range(10))
+    assert summary["process"]["threads"] == 11
+
+
 def test_exit_status_traceback_and_errors_pass_through(record_python, tmp_path):
     r = record_python(str(SCRIPTS / "exits.py"), "3")
     assert r.proc.returncode == 3 and r.proc.stdout == "argv: ['3']\n"

@@ -47,7 +47,7 @@ void WriteCustomHeapsJson(JsonWriter* json, const Profile& p, StackResolver* res
     json->Field("time_s", p.SecondsAt(a.seq));
     Stack stack = resolver->Frames(a.stack);
     json->Key("site");  // where it happened: the first frame past memlens's own
-    WriteFrame(json, stack.empty() ? SourceFrame{} : *stack[StackResolver::SiteIndex(stack)]);
+    WriteFrame(json, stack.empty() ? SourceFrame{} : *stack[resolver->SiteIndex(stack)]);
     WriteStack(json, "stack", stack);
     json->EndObject();
   }

@@ -26,7 +26,7 @@ std::unique_ptr<TreeNode> BuildCallTree(const Profile& profile, StackResolver* r
     uint64_t value = SortValue(stats, metric);
     if (value == 0) continue;
     Stack frames = resolver->Frames(stack_id);
-    size_t site = StackResolver::SiteIndex(frames);
+    size_t site = resolver->SiteIndex(frames);
     TreeNode* node = root.get();
     node->total += value;
     if (bottom_up) {

@@ -2,8 +2,13 @@
 #include "analyzer/model/sites.h"
 
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <tuple>
+#include <unordered_set>
 
 namespace memlens::analyzer {
 namespace {
@@ -26,28 +31,163 @@ bool IsAllocatorFrame(const SourceFrame& f) {
          f.annotation || EndsWith(f.file, "/memlens/memlens.h");
 }
 
+// memlens's own libraries: the agent and the Python hooks it loads (src/cli/cmd_run.cc names
+// them). Their frames are how memlens saw an allocation, never where the program made it: the
+// agent's interposers that call on into the C library (dlopen running a library's constructors,
+// pthread_create, fork...) sit between the program's frames and the library's.
+bool IsMemlensModule(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  return name == "libmemlens.so" || name.rfind("libmemlens_python", 0) == 0;
+}
+// The top-level package (or module) a file of Python's own library or of an installed package
+// belongs to ("numpy" for .../site-packages/numpy/core/numeric.py, "json" for
+// .../lib/python3.11/json/encoder.py), or "" for a file that is neither.
+std::string LibraryPackageOf(const std::string& file) {
+  size_t begin = std::string::npos;
+  for (const char* dir : {"/site-packages/", "/dist-packages/"}) {
+    size_t at = file.find(dir);
+    if (at != std::string::npos) begin = at + std::strlen(dir);
+  }
+  if (begin == std::string::npos) {
+    size_t lib = file.find("/lib/python3.");  // the standard library: .../lib/python3.11/x.py
+    if (lib == std::string::npos) return "";
+    begin = file.find('/', lib + 13);
+    if (begin == std::string::npos) return "";
+    ++begin;
+  }
+  std::string top = file.substr(begin, file.find('/', begin) - begin);
+  return EndsWith(top, ".py") ? top.substr(0, top.size() - 3) : top;
+}
+
 // Python's own library, installed packages and frozen modules, as opposed to the program's code.
 bool IsPythonLibraryFile(const std::string& file) {
   if (file.rfind("<frozen ", 0) == 0) return true;
   if (EndsWith(file, "/memlens/api.py")) return true;  // memlens.Heap and friends
-  if (file.find("/site-packages/") != std::string::npos ||
-      file.find("/dist-packages/") != std::string::npos) {
-    return true;
+  return !LibraryPackageOf(file).empty();
+}
+
+// The package a console-script launcher runs, from its text: pip, uv and setuptools write
+// `from PACKAGE.module import function` and `sys.exit(function())` in a few lines. "" for any
+// other script, or one that cannot be read.
+std::string LauncherPackage(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::file_size(path, error) > 4096 || error) return "";  // launchers are short
+  std::ifstream in(path);
+  std::string line, package, function;
+  bool exits = false;
+  for (int n = 0; n < 30 && std::getline(in, line); ++n) {
+    std::smatch m;
+    static const std::regex kImport(R"(^from\s+([A-Za-z_][\w.]*)\s+import\s+(\w+)\s*$)");
+    static const std::regex kExit(R"(^\s*sys\.exit\(\s*(\w+)[.(])");
+    if (std::regex_search(line, m, kImport)) {
+      if (!package.empty()) return "";  // a script importing more than one thing
+      package = m[1].str().substr(0, m[1].str().find('.'));
+      function = m[2];
+    } else if (std::regex_search(line, m, kExit)) {
+      exits = !function.empty() && m[1] == function;
+    }
   }
-  size_t lib = file.find("/lib/python3.");  // the standard library: .../lib/python3.11/x.py
-  return lib != std::string::npos && file.find('/', lib + 13) != std::string::npos;
+  return in.eof() && exits ? package : "";
+}
+
+}  // namespace
+
+std::string EntryPackage(const Profile& profile) {
+  if (profile.python_codes.empty()) return "";  // not a Python program
+  const std::vector<std::string>& argv = profile.process.argv;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg == "-m" || arg.rfind("-m", 0) == 0) {  // python -m package.module
+      std::string module = arg == "-m" ? (i + 1 < argv.size() ? argv[i + 1] : "") : arg.substr(2);
+      return module.substr(0, module.find('.'));
+    }
+    if (arg == "-W" || arg == "-X") {  // options that take the next argument
+      ++i;
+      continue;
+    }
+    if (arg.rfind("-", 0) == 0) {
+      if (arg == "-c" || arg == "-" || arg.rfind("-c", 0) == 0) return "";  // code, no file
+      continue;
+    }
+    // The script: where the interpreter found it is the path of its <module> code (absolute
+    // since Python 3.9, whatever the command line said).
+    std::string path = arg;
+    for (const auto& [id, code] : profile.python_codes) {
+      if (code.name == "<module>" && (code.filename == arg || EndsWith(code.filename, "/" + arg))) {
+        path = code.filename;
+        break;
+      }
+    }
+    return LauncherPackage(path);
+  }
+  return "";
+}
+
+namespace {
+
+// The files (absolute paths) that the installed distribution holding `package` lists in its
+// RECORD, next to the package in a site-packages directory the capture's Python files name: a
+// compiled application (black, built with mypyc) runs code of extension modules at the top of
+// site-packages and of sibling packages it ships (blib2to3). Empty when none can be read.
+std::unordered_set<std::string> DistributionFiles(const Profile& profile,
+                                                  const std::string& package) {
+  std::unordered_set<std::string> files;
+  if (package.empty()) return files;
+  std::string site;
+  for (const auto& [id, code] : profile.python_codes) {
+    for (const char* dir : {"/site-packages/", "/dist-packages/"}) {
+      size_t at = code.filename.find(std::string(dir) + package + "/");
+      if (at != std::string::npos) site = code.filename.substr(0, at + std::strlen(dir));
+    }
+    if (!site.empty()) break;
+  }
+  if (site.empty()) return files;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(site, error), end; !error && it != end;
+       it.increment(error)) {
+    if (!EndsWith(it->path().filename().string(), ".dist-info")) continue;
+    std::ifstream record(it->path() / "RECORD");
+    std::vector<std::string> listed;
+    bool holds_package = false;
+    for (std::string line; std::getline(record, line);) {
+      std::string path = line.substr(0, line.find(','));
+      holds_package |= path.rfind(package + "/", 0) == 0;
+      if (path.rfind("../", 0) != 0) listed.push_back(site + path);  // not bin/ scripts
+    }
+    if (holds_package) return {listed.begin(), listed.end()};
+  }
+  return files;
 }
 
 }  // namespace
 
 StackResolver::StackResolver(const Profile& profile)
-    : profile_(profile), python_sites_(profile.nodes.size()) {
-  for (const auto& [id, module] : profile.modules) symbolizer_.AddModule(module);
+    : profile_(profile),
+      python_sites_(profile.nodes.size()),
+      entry_package_(EntryPackage(profile)),
+      entry_files_(DistributionFiles(profile, entry_package_)) {
+  for (const auto& [id, module] : profile.modules) {
+    symbolizer_.AddModule(module);
+    if (IsMemlensModule(module.path)) memlens_modules_.push_back(id);
+    if (IsEntryFile(module.path)) entry_modules_.push_back(id);
+  }
+}
+
+bool StackResolver::IsEntryFile(const std::string& path) const {
+  return !entry_package_.empty() &&
+         (LibraryPackageOf(path) == entry_package_ || entry_files_.count(path) != 0);
 }
 
 const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
+  static const std::vector<SourceFrame> kHidden;
   const StackNode& node = profile_.nodes[node_id];
-  if (node.module != 0) return symbolizer_.Resolve(node.module, node.ip);
+  if (node.module != 0) {
+    if (std::find(memlens_modules_.begin(), memlens_modules_.end(), node.module) !=
+        memlens_modules_.end()) {
+      return kHidden;
+    }
+    return symbolizer_.Resolve(node.module, node.ip);
+  }
   auto it = unknown_.find(node.ip);
   if (it != unknown_.end()) return it->second;
   SourceFrame f;
@@ -90,15 +230,22 @@ Stack StackResolver::Frames(uint64_t stack_id) {
   return frames;
 }
 
-size_t StackResolver::SiteIndex(const Stack& frames) {
+bool StackResolver::IsLibraryFile(const std::string& file) const {
+  return IsPythonLibraryFile(file) && !IsEntryFile(file);
+}
+
+size_t StackResolver::SiteIndex(const Stack& frames) const {
   // In a Python program the answer is a Python line of the program's own code: the
   // interpreter's and extensions' native frames, and library code (numpy's ones() around the
   // malloc of np.ones), are how, not where. They all stay in the full stack.
   size_t first_python = frames.size();
   for (size_t i = 0; i < frames.size(); ++i) {
-    if (!frames[i]->python) continue;
+    if (!frames[i]->python) {
+      if (!entry_modules_.empty() && IsEntryFile(frames[i]->module)) return i;  // compiled
+      continue;
+    }
     if (first_python == frames.size()) first_python = i;
-    if (!IsPythonLibraryFile(frames[i]->file)) return i;
+    if (!IsLibraryFile(frames[i]->file)) return i;
   }
   if (first_python < frames.size()) return first_python;
   size_t i = 0;
@@ -116,9 +263,15 @@ StackResolver::PythonSites StackResolver::PythonSitesOf(uint64_t node) {
   }
   PythonSites sites = id != 0 && id < nodes.size() ? python_sites_[id] : PythonSites{0, 0};
   for (auto it = path.rbegin(); it != path.rend(); ++it) {  // from the outermost down
-    if (nodes[*it].module == 0 && format::IsPythonFrameIp(nodes[*it].ip)) {
+    const StackNode& node = nodes[*it];
+    if (node.module == 0 && format::IsPythonFrameIp(node.ip)) {
       sites.any = static_cast<uint32_t>(*it);
-      if (!IsPythonLibraryFile(NodeFrames(*it).front().file)) sites.app = sites.any;
+      if (!IsLibraryFile(NodeFrames(*it).front().file)) sites.app = sites.any;
+    } else if (node.module != 0 &&
+               std::find(entry_modules_.begin(), entry_modules_.end(), node.module) !=
+                   entry_modules_.end() &&
+               !NodeFrames(*it).empty()) {
+      sites.app = static_cast<uint32_t>(*it);  // the entry package's compiled code
     }
     python_sites_[*it] = sites;
   }
@@ -126,8 +279,9 @@ StackResolver::PythonSites StackResolver::PythonSitesOf(uint64_t node) {
 }
 
 SourceFrame StackResolver::Site(uint64_t stack_id) {
-  // The rule of SiteIndex: the program's own innermost Python line, else the innermost Python
-  // line, else (no Python at all) the first native frame past the allocator.
+  // The rule of SiteIndex: the program's own innermost Python line (or compiled frame of the
+  // entry package), else the innermost Python line, else (no Python at all) the first native
+  // frame past the allocator.
   PythonSites python = PythonSitesOf(stack_id);
   if (python.app) return NodeFrames(python.app).front();
   if (python.any) return NodeFrames(python.any).front();

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "analyzer/model/replay.h"
@@ -26,13 +27,13 @@ class StackResolver {
   // resolver's caches: valid as long as the resolver.
   Stack Frames(uint64_t stack_id);
   // Index in Frames(stack) of the allocation site.
-  static size_t SiteIndex(const Stack& frames);
+  size_t SiteIndex(const Stack& frames) const;
   // The allocation site, Frames(stack)[SiteIndex(...)] (an empty frame for an empty stack),
   // resolving only the frames that decide it: a native stack from the innermost frame to the
   // first past the allocator, a Python stack its Python frames. The outer frames (main, the C
   // library's start-up) are never looked up, nor their modules' debug info loaded.
   SourceFrame Site(uint64_t stack_id);
-  // Frames of one trie node (one return address).
+  // Frames of one trie node (one return address); none for a frame of memlens's own code.
   const std::vector<SourceFrame>& NodeFrames(uint64_t node_id);
   const std::vector<std::string>& warnings() const { return symbolizer_.warnings(); }
 
@@ -45,12 +46,25 @@ class StackResolver {
     uint32_t app = 0, any = kUnknown;
   };
   PythonSites PythonSitesOf(uint64_t node);
+  // A Python file of the standard library or an installed package, but not the entry's.
+  bool IsLibraryFile(const std::string& file) const;
+  // A file (Python or extension module) of the entry package or of the distribution holding it.
+  bool IsEntryFile(const std::string& path) const;
 
   const Profile& profile_;
-  std::vector<PythonSites> python_sites_;  // by node id (the profile's nodes never change)
+  std::vector<PythonSites> python_sites_;        // by node id (the profile's nodes never change)
+  std::string entry_package_;                    // EntryPackage(profile_)
+  std::unordered_set<std::string> entry_files_;  // what its distribution installed (RECORD)
+  std::vector<uint64_t> entry_modules_;          // ids of the modules that are entry files
   Symbolizer symbolizer_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
+  std::vector<uint64_t> memlens_modules_;  // ids of the agent's modules: their frames are hidden
 };
+
+// The package a Python program's entry point runs, whose files are the program's own code
+// although installed (docs/python.md): PACKAGE of `python -m PACKAGE[.module]`, or the package a
+// console-script launcher (bin/black) imports its function from; "" otherwise.
+std::string EntryPackage(const Profile& profile);
 
 // kHeap and kType group by the annotation frames of custom heaps' blocks (a row "system" or
 // "(untyped)" for the rest).

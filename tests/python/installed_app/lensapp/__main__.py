@@ -1,0 +1,5 @@
+import sys
+
+from lensapp.cli import main
+
+sys.exit(main())

@@ -1,0 +1,2 @@
+def build():
+    return bytearray(6_000_000)  # @app_block
