@@ -52,7 +52,9 @@ struct RunOptions {
   bool sample = false;
   bool no_index = false;
   std::string sample_rate;  // as given; empty: not given
-  std::vector<std::string> command;
+  // For --help only: main.cc hands the program and its arguments over raw (ProgramStart), so
+  // that no parser ever reads them.
+  std::vector<std::string> help_only;
 };
 
 // "65536", "64K", "64k", "64KiB", "2M", "1T" (powers of 1024) -> bytes; false when not a size.
@@ -298,9 +300,7 @@ class CaptureIndexer {
   std::future<bool> done_;
 };
 
-int Run(const RunOptions& options) {
-  std::vector<std::string> command = options.command;
-  if (!command.empty() && command[0] == "--") command.erase(command.begin());
+int Run(const RunOptions& options, std::vector<std::string> command) {
   if (command.empty()) return Complain("run: no program given (usage: memlens run [-o FILE] -- PROGRAM [ARGS...])");
   std::string error;
   std::string program_path;
@@ -404,7 +404,7 @@ int Run(const RunOptions& options) {
 
 }  // namespace
 
-Command AddRunCommand(CLI::App* app) {
+Command AddRunCommand(CLI::App* app, const std::vector<std::string>* program) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app->add_subcommand(
       "run", "Run a program and record its allocations into a capture file");
@@ -429,15 +429,15 @@ Command AddRunCommand(CLI::App* app) {
                 "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"
                 "stores its snapshot index (CAPTURE.index), so that later views start from it\n"
                 "instead of replaying the whole capture (docs/snapshot-index.md)");
-  cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")
-      ->required();
-  cmd->prefix_command();
+  cmd->add_option("PROGRAM", options->help_only,
+                  "the program to run and its arguments (after --, or after memlens's own\n"
+                  "options), passed to it as they are");
   cmd->footer(
       "The program's input, output and exit status pass through unchanged. The agent can also\n"
       "be loaded without this command: LD_PRELOAD=.../libmemlens.so MEMLENS_OUTPUT=FILE PROGRAM\n"
       "(see docs/agent.md). A forked child is not recorded; an exec is followed into the same\n"
       "capture, whose analysis describes the last program image.");
-  return {cmd, [options] { return Run(*options); }};
+  return {cmd, [options, program] { return Run(*options, *program); }};
 }
 
 }  // namespace memlens::cli
