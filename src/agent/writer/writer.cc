@@ -188,6 +188,7 @@ void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
   end.monotonic_ns = MonotonicNs() - process_.start_monotonic_ns;
   end.events = EventsRecorded();
   end.dropped = DroppedEventsTotal();
+  end.unrecorded_children = UnrecordedChildren();
   meta_encoder_.End(end);
   Flush();
 }

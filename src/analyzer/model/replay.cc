@@ -252,6 +252,7 @@ void Replayer::StartOver() {
   fresh.read = p_->read;
   fresh.earlier_images = std::move(p_->earlier_images);
   fresh.earlier_images.push_back(p_->process.argv);
+  fresh.earlier_unrecorded_children = p_->UnrecordedChildren();
   *p_ = std::move(fresh);
   loaded_.clear();
   unloaded_.clear();
