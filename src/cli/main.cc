@@ -57,7 +57,7 @@ int ProgramStart(const CLI::App& run, int argc, char** argv, int* options_end) {
     bool attached = long_name ? arg.find('=') != std::string::npos : arg.size() > 2;
     std::string name = long_name ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
     const CLI::Option* option = run.get_option_no_throw(name);
-    i += (option && option->get_type_size_max() > 0 && !attached) ? 2 : 1;
+    i += (option && option->get_items_expected_max() > 0 && !attached) ? 2 : 1;  // 0: a flag
   }
   *options_end = i < argc ? i : argc;
   return *options_end;

@@ -24,7 +24,9 @@ def run(argv, cwd):
     return subprocess.run(argv, capture_output=True, timeout=120, cwd=cwd)
 
 
-@pytest.mark.parametrize("dashes", [["--"], []], ids=["with --", "without --"])
+@pytest.mark.parametrize("dashes", [["--"], [], [b"--no-index", b"--sample-rate=1", b"--"],
+                                    [b"--python-frames", b"4", b"--no-index"]],
+                         ids=["with --", "without --", "flags and --", "flags without --"])
 def test_arguments_reach_the_program_byte_for_byte(tmp_path, dashes):
     program = os.fsencode(PROGRAMS / "print_args")
     direct = run([program, *ARGS], tmp_path)
