@@ -168,7 +168,9 @@ int Summary(const SummaryOptions& o) {
     }
     if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
-                                  (p.end ? "" : "   (recording incomplete)")});
+                                  (p.end               ? ""
+                                   : p.still_recording ? "   (still recording)"
+                                                       : "   (recording incomplete)")});
     facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " +
                                    FormatCounted(t.allocations, "allocation") + " (" +
                                    FormatCounted(t.frees, "free") + ")"});

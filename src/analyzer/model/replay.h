@@ -164,6 +164,7 @@ struct Profile {
   // set, every byte and block figure is an unbiased estimate scaled up from the samples.
   uint64_t sample_rate = 0;
   std::optional<format::EndRecord> end;
+  bool still_recording = false;  // no kEnd yet, and the agent still holds the capture
   std::unordered_map<uint64_t, format::ModuleRecord> modules;
   std::unordered_map<uint64_t, format::PythonCodeRecord> python_codes;
   std::vector<StackNode> nodes{StackNode{}};  // index = node id; [0] is the root
