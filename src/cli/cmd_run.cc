@@ -269,6 +269,7 @@ void WarnAboutPyenvPip(const std::vector<std::string>& command, const std::strin
   for (size_t i = 1; i + 1 < command.size(); ++i) pip = pip || (command[i] == "-m" && command[i + 1] == "pip");
   if (!pip) return;
   size_t quote = head.rfind('"', at);
+  if (quote == std::string::npos) return;
   std::string pyenv = head.substr(quote + 1, at - quote - 1) + "/libexec/pyenv";
   std::string real = OutputOf({pyenv, "which", name});
   while (!real.empty() && real.back() == '\n') real.pop_back();
