@@ -266,14 +266,19 @@ void WarnAboutPyenvPip(const std::vector<std::string>& command, const std::strin
   if (head.rfind("#!", 0) != 0 || at == std::string::npos) return;
   std::string name = Basename(command[0]);
   bool pip = name.rfind("pip", 0) == 0 || name.rfind("easy_install", 0) == 0;
-  for (size_t i = 1; i + 1 < command.size(); ++i) pip = pip || (command[i] == "-m" && command[i + 1] == "pip");
+  for (size_t i = 1; i + 1 < command.size(); ++i) {
+    pip = pip || (command[i] == "-m" && command[i + 1] == "pip");
+  }
   if (!pip) return;
   size_t quote = head.rfind('"', at);
   if (quote == std::string::npos) return;
   std::string pyenv = head.substr(quote + 1, at - quote - 1) + "/libexec/pyenv";
   std::string real = OutputOf({pyenv, "which", name});
   while (!real.empty() && real.back() == '\n') real.pop_back();
-  if (real.empty() || OutputOf({pyenv, "hooks", "exec"}).find("pip-rehash") == std::string::npos) return;
+  if (real.empty() ||
+      OutputOf({pyenv, "hooks", "exec"}).find("pip-rehash") == std::string::npos) {
+    return;
+  }
   std::vector<std::string> instead = {"memlens", "run", "--", real};
   instead.insert(instead.end(), command.begin() + 1, command.end());
   std::cerr << "memlens: " << command[0] << " is a pyenv shim, and pyenv runs pip as a child of "

@@ -121,7 +121,8 @@ void PrintCustomHeaps(const Profile& p, StackResolver* resolver) {
 
 // "2 child processes were not recorded (...)", and why that may be where the memory went.
 std::string UnrecordedChildrenNote(const Profile& p, uint64_t children) {
-  std::string note = FormatCount(children) + (children == 1 ? " child process was" : " child processes were") +
+  std::string note = FormatCount(children) +
+                     (children == 1 ? " child process was" : " child processes were") +
                      " not recorded (following children is not supported yet)";
   const std::string& exe = p.process.executable;
   std::string name = exe.substr(exe.rfind('/') + 1);

@@ -1111,11 +1111,12 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
   if (!profile->end) {
     profile->still_recording = StillRecording(profile->path);
-    profile->warnings.push_back(
-        (profile->still_recording
-             ? std::string("the program is still recording: ")
-             : "the recording did not finish (the program was killed or the capture was cut short): ") +
-        "figures cover the first " + std::to_string(profile->DurationSeconds()) + " s");
+    std::string state = profile->still_recording
+                            ? "the program is still recording"
+                            : "the recording did not finish (the program was killed or the "
+                              "capture was cut short)";
+    profile->warnings.push_back(state + ": figures cover the first " +
+                                std::to_string(profile->DurationSeconds()) + " s");
   }
   if (profile->read.missing_events) {
     profile->warnings.push_back(std::to_string(profile->read.missing_events) +

@@ -65,7 +65,9 @@ bool StatCapture(const std::string& path, CaptureStamp* stamp) {
   File f(std::fopen(path.c_str(), "rb"), std::fclose);
   std::string crc;  // the file header (16 bytes), then the chunk header's CRC at its byte 16
   if (f && ReadAt(f.get(), 32, 4, &crc)) {
-    for (int i = 0; i < 4; ++i) stamp->first_chunk_crc |= uint32_t{static_cast<uint8_t>(crc[i])} << (8 * i);
+    for (int i = 0; i < 4; ++i) {
+      stamp->first_chunk_crc |= uint32_t{static_cast<uint8_t>(crc[i])} << (8 * i);
+    }
   }
   return true;
 }
