@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -159,6 +161,13 @@ void Start() {
         "; not recording");
     g_state.store(kStopped);
     return;
+  }
+  // While this lock is held (until the writer closes the file, or the process dies), `summary`
+  // says "still recording" rather than "killed". An exec'd image takes it again.
+  flock(fd, LOCK_EX | LOCK_NB);
+  struct stat st;
+  if (!append && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    unlink((path + ".index").c_str());  // a new capture: the index beside it was the old one's
   }
   // At a high number, out of the program's way (owned_fds.h).
   int slot = OwnFd(fd);

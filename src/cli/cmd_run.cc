@@ -10,6 +10,7 @@
 // its snapshot index, end included (analyzer/model/snapshot_index.h): every later view of the
 // whole capture, or of a moment in it, starts from the index instead of replaying it.
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,6 +20,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/export/format_units.h"
 #include "analyzer/model/snapshot_index.h"
 #include "base/private_file.h"
 #include "cli/analysis_options.h"
@@ -53,7 +56,9 @@ struct RunOptions {
   bool sample = false;
   bool no_index = false;
   std::string sample_rate;  // as given; empty: not given
-  std::vector<std::string> command;
+  // For --help only: main.cc hands the program and its arguments over raw (ProgramStart), so
+  // that no parser ever reads them.
+  std::vector<std::string> help_only;
 };
 
 // "65536", "64K", "64k", "64KiB", "2M", "1T" (powers of 1024) -> bytes; false when not a size.
@@ -216,6 +221,72 @@ bool CheckPython(const std::string& program, const std::string& path, const std:
   return false;
 }
 
+// Why the agent cannot enter the program at `path`, "" when it can: a statically linked
+// program (no PT_INTERP) has no loader to read LD_PRELOAD, and a setuid or setgid one that gives
+// us other credentials runs in the loader's secure mode, which ignores it (ld.so(8)).
+std::string WhyNotRecorded(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "";
+  struct statvfs fs;
+  bool nosuid = statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_NOSUID);
+  if (!nosuid && (st.st_mode & S_ISUID) && st.st_uid != getuid()) {
+    return "it is setuid, and the loader ignores LD_PRELOAD for a setuid program";
+  }
+  if (!nosuid && (st.st_mode & S_ISGID) && st.st_gid != getgid()) {
+    return "it is setgid, and the loader ignores LD_PRELOAD for a setgid program";
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  Elf64_Ehdr header;
+  bool interpreted = true;  // anything this cannot read is left to the loader
+  if (pread(fd, &header, sizeof header, 0) == sizeof header &&
+      memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_ident[EI_CLASS] == ELFCLASS64 &&
+      header.e_phentsize == sizeof(Elf64_Phdr) && header.e_phnum < 4096) {
+    std::vector<Elf64_Phdr> headers(header.e_phnum);
+    size_t bytes = headers.size() * sizeof(Elf64_Phdr);
+    if (pread(fd, headers.data(), bytes, header.e_phoff) == static_cast<ssize_t>(bytes)) {
+      interpreted = false;
+      for (const Elf64_Phdr& h : headers) interpreted = interpreted || h.p_type == PT_INTERP;
+    }
+  }
+  close(fd);
+  return interpreted ? "" : "it is statically linked, and the agent is loaded through LD_PRELOAD, "
+                            "which only the dynamic loader reads";
+}
+
+// pyenv's shims exec the interpreter, which is recorded; but for pip, pyenv's pip-rehash hook
+// runs it as a child of a bash script, and only that script would be. Says what to run instead.
+void WarnAboutPyenvPip(const std::vector<std::string>& command, const std::string& path) {
+  std::string head(512, '\0');
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, head.data(), head.size());
+  close(fd);
+  head.resize(n > 0 ? n : 0);
+  size_t at = head.find("/libexec/pyenv\" exec");
+  if (head.rfind("#!", 0) != 0 || at == std::string::npos) return;
+  std::string name = Basename(command[0]);
+  bool pip = name.rfind("pip", 0) == 0 || name.rfind("easy_install", 0) == 0;
+  for (size_t i = 1; i + 1 < command.size(); ++i) {
+    pip = pip || (command[i] == "-m" && command[i + 1] == "pip");
+  }
+  if (!pip) return;
+  size_t quote = head.rfind('"', at);
+  if (quote == std::string::npos) return;
+  std::string pyenv = head.substr(quote + 1, at - quote - 1) + "/libexec/pyenv";
+  std::string real = OutputOf({pyenv, "which", name});
+  while (!real.empty() && real.back() == '\n') real.pop_back();
+  if (real.empty() ||
+      OutputOf({pyenv, "hooks", "exec"}).find("pip-rehash") == std::string::npos) {
+    return;
+  }
+  std::vector<std::string> instead = {"memlens", "run", "--", real};
+  instead.insert(instead.end(), command.begin() + 1, command.end());
+  std::cerr << "memlens: " << command[0] << " is a pyenv shim, and pyenv runs pip as a child of "
+            << "a bash script, which is all this records (children are not followed yet); to "
+            << "record pip: " << analyzer::ShellQuote(instead) << "\n";
+}
+
 void ForwardSignal(int signo) {
   if (g_child > 0) kill(g_child, signo);
 }
@@ -299,9 +370,7 @@ class CaptureIndexer {
   std::future<bool> done_;
 };
 
-int Run(const RunOptions& options) {
-  std::vector<std::string> command = options.command;
-  if (!command.empty() && command[0] == "--") command.erase(command.begin());
+int Run(const RunOptions& options, std::vector<std::string> command) {
   if (command.empty()) return Complain("run: no program given (usage: memlens run [-o FILE] -- PROGRAM [ARGS...])");
   std::string error;
   std::string program_path;
@@ -311,6 +380,11 @@ int Run(const RunOptions& options) {
     return Complain("cannot find the agent library at '" + agent + "' (set MEMLENS_AGENT)");
   }
   if (!CheckPython(command[0], program_path, agent, &error)) return Complain(error);
+  // The program runs all the same, untouched; memlens says once why it records nothing.
+  if (std::string why = WhyNotRecorded(program_path); !why.empty()) {
+    std::cerr << "memlens: " << command[0] << " cannot be recorded: " << why << "\n";
+  }
+  WarnAboutPyenvPip(command, program_path);
   uint64_t sample_rate = options.sample ? kDefaultSampleRate : 0;
   if (!options.sample_rate.empty() && !ParseBytes(options.sample_rate, &sample_rate)) {
     return Complain("--sample-rate '" + options.sample_rate +
@@ -410,7 +484,7 @@ int Run(const RunOptions& options) {
 
 }  // namespace
 
-Command AddRunCommand(CLI::App* app) {
+Command AddRunCommand(CLI::App* app, const std::vector<std::string>* program) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app->add_subcommand(
       "run", "Run a program and record its allocations into a capture file");
@@ -435,15 +509,15 @@ Command AddRunCommand(CLI::App* app) {
                 "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"
                 "stores its snapshot index (CAPTURE.index), so that later views start from it\n"
                 "instead of replaying the whole capture (docs/snapshot-index.md)");
-  cmd->add_option("PROGRAM", options->command, "the program to run and its arguments (after --)")
-      ->required();
-  cmd->prefix_command();
+  cmd->add_option("PROGRAM", options->help_only,
+                  "the program to run and its arguments (after --, or after memlens's own\n"
+                  "options), passed to it as they are");
   cmd->footer(
       "The program's input, output and exit status pass through unchanged. The agent can also\n"
       "be loaded without this command: LD_PRELOAD=.../libmemlens.so MEMLENS_OUTPUT=FILE PROGRAM\n"
       "(see docs/agent.md). A forked child is not recorded; an exec is followed into the same\n"
       "capture, whose analysis describes the last program image.");
-  return {cmd, [options] { return Run(*options); }};
+  return {cmd, [options, program] { return Run(*options, *program); }};
 }
 
 }  // namespace memlens::cli

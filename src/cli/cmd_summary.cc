@@ -119,6 +119,21 @@ void PrintCustomHeaps(const Profile& p, StackResolver* resolver) {
   }
 }
 
+// "2 child processes were not recorded (...)", and why that may be where the memory went.
+std::string UnrecordedChildrenNote(const Profile& p, uint64_t children) {
+  std::string note = FormatCount(children) +
+                     (children == 1 ? " child process was" : " child processes were") +
+                     " not recorded (following children is not supported yet)";
+  const std::string& exe = p.process.executable;
+  std::string name = exe.substr(exe.rfind('/') + 1);
+  if (name == "bash" || name == "sh" || name == "dash" || name == "zsh") {
+    // pyenv's pip wrapper, for one, runs the interpreter as a child of its bash script.
+    note += "; the recorded program is a shell script, and the programs it ran are among them: "
+            "record the program itself";
+  }
+  return note;
+}
+
 int Summary(const SummaryOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
@@ -141,23 +156,23 @@ int Summary(const SummaryOptions& o) {
     WriteMarkersJson(&json, p);
     json.EndObject();
   } else {
-    std::string command;
-    for (const auto& a : p.process.argv) command += (command.empty() ? "" : " ") + a;
+    std::string command = ShellQuote(p.process.argv);
     std::cout << "memlens summary of " << p.path << "\n";
     TextTable facts;
     facts.AddColumn("", TextTable::kLeft);
     facts.AddColumn("", TextTable::kLeft);
     facts.AddRow({"command", command + "   (pid " + std::to_string(p.process.pid) + ")"});
     if (!p.earlier_images.empty()) {  // wrappers and shims that exec'd into the program
-      std::string first;
-      for (const auto& a : p.earlier_images.front()) first += (first.empty() ? "" : " ") + a;
+      std::string first = ShellQuote(p.earlier_images.front());
       size_t more = p.earlier_images.size() - 1;
       facts.AddRow({"exec'd from", first + (more ? " (then " + std::to_string(more) +
                                                        " more exec'd images)" : "")});
     }
     if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
-                                  (p.end ? "" : "   (recording incomplete)")});
+                                  (p.end               ? ""
+                                   : p.still_recording ? "   (still recording)"
+                                                       : "   (recording incomplete)")});
     facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " +
                                    FormatCounted(t.allocations, "allocation") + " (" +
                                    FormatCounted(t.frees, "free") + ")"});
@@ -185,6 +200,9 @@ int Summary(const SummaryOptions& o) {
                                    FormatCount(snapshots) + " snapshot requests (memlens timeline)"});
     }
     facts.AddRow({"threads", std::to_string(p.thread_count)});
+    if (uint64_t children = p.UnrecordedChildren()) {
+      facts.AddRow({"children", UnrecordedChildrenNote(p, children)});
+    }
     facts.AddRow({"dropped", FormatCounted(t.dropped_events, "event")});
     facts.Print(std::cout);
     PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);

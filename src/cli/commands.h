@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace memlens::cli {
 
@@ -18,7 +20,8 @@ struct Command {
   CommandRunner run;
 };
 
-Command AddRunCommand(CLI::App* app);
+// `program`: the program and its arguments, which main.cc sets aside before CLI11 parses.
+Command AddRunCommand(CLI::App* app, const std::vector<std::string>* program);
 Command AddSummaryCommand(CLI::App* app);
 Command AddTopCommand(CLI::App* app);
 Command AddTreeCommand(CLI::App* app);

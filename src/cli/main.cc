@@ -39,6 +39,30 @@ std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cl
   return command->get_name() + ": " + error.what();
 }
 
+// `memlens run [OPTIONS] [--] PROGRAM [ARGS...]`: where PROGRAM begins in argv (argc when there
+// is none), and where memlens's own options end (*options_end: the `--`, or PROGRAM). The
+// program's words are its own, byte for byte: they never reach CLI11, which would read "[a,b]"
+// as a list, drop "[]" and take "--sample" for itself.
+int ProgramStart(const CLI::App& run, int argc, char** argv, int* options_end) {
+  int i = 2;
+  while (i < argc) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      *options_end = i;
+      return i + 1;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;
+    // "--output=FILE" and "-oFILE" carry their value; "--output FILE" takes the next word.
+    bool long_name = arg[1] == '-';
+    bool attached = long_name ? arg.find('=') != std::string::npos : arg.size() > 2;
+    std::string name = long_name ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    const CLI::Option* option = run.get_option_no_throw(name);
+    i += (option && option->get_items_expected_max() > 0 && !attached) ? 2 : 1;  // 0: a flag
+  }
+  *options_end = i < argc ? i : argc;
+  return *options_end;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,12 +88,19 @@ int main(int argc, char** argv) {
       "  memlens index CAPTURE                      make snapshots of a big capture quick\n"
       "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the default).\n"
       "Every analysis command takes --json (docs/json-output.md).");
-  std::vector<Command> commands = {AddRunCommand(&app), AddSummaryCommand(&app),
+  std::vector<std::string> program;  // `run`'s program and its arguments, as given
+  std::vector<Command> commands = {AddRunCommand(&app, &program), AddSummaryCommand(&app),
                                    AddTopCommand(&app), AddTreeCommand(&app),
                                    AddLeaksCommand(&app), AddDiffCommand(&app),
                                    AddTimelineCommand(&app), AddHistogramCommand(&app),
                                    AddTemporaryCommand(&app), AddMapCommand(&app),
                                    AddReportCommand(&app), AddIndexCommand(&app)};
+  if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
+    int options_end = argc;
+    int start = ProgramStart(*commands[0].app, argc, argv, &options_end);
+    program.assign(argv + start, argv + argc);
+    argc = options_end;  // CLI11 sees memlens's own options only
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -349,6 +349,7 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         r.events = c.Varint();
         r.dropped = c.Varint();
         r.detail = c.SignedVarint();
+        r.unrecorded_children = c.Varint();
         if (c.ok()) v->OnEnd(r);
         break;
       }

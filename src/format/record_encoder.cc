@@ -75,6 +75,7 @@ void RecordEncoder::End(const EndRecord& r) {
   PutVarint(out_, r.events);
   PutVarint(out_, r.dropped);
   PutSignedVarint(out_, r.detail);
+  PutVarint(out_, r.unrecorded_children);
 }
 
 void RecordEncoder::Drops(const DropsRecord& r) {

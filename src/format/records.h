@@ -24,7 +24,7 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 6;
+inline constexpr uint16_t kFormatMajor = 7;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
@@ -212,6 +212,7 @@ struct EndRecord {
   uint64_t events = 0;        // events recorded over the whole run
   uint64_t dropped = 0;       // events lost over the whole run
   int64_t detail = 0;         // the signal number for kSignal
+  uint64_t unrecorded_children = 0;  // child processes the image started, none recorded
 };
 
 struct DropsRecord {

@@ -72,9 +72,10 @@ def memlens(*args, **kwargs):
                           timeout=kwargs.pop("timeout", 120), **kwargs)
 
 
-def record_killed(capture):
+def record_killed(capture, before_kill=None):
     """Runs wait_for_kill under `memlens run -o capture`, SIGKILLs the program once it has
-    allocated and the writer has flushed, and returns the finished `memlens run` Popen."""
+    allocated and the writer has flushed (calling before_kill() first, when given), and returns
+    the finished `memlens run` Popen."""
     proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
                              str(PROGRAMS / "wait_for_kill")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -89,6 +90,8 @@ def record_killed(capture):
         except OSError:
             pass  # a process that exited meanwhile
     assert len(program) == 1
+    if before_kill:
+        before_kill()
     os.kill(program[0], signal.SIGKILL)
     assert proc.wait(timeout=30) == 128 + signal.SIGKILL
     return proc

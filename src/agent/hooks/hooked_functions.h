@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -36,6 +37,15 @@
   X(execvp, int, (const char* file, char* const argv[]), (file, argv))                      \
   X(execvpe, int, (const char* file, char* const argv[], char* const envp[]),               \
     (file, argv, envp))                                                                     \
+  X(fork, pid_t, (void), ())                                                                \
+  X(posix_spawn, int,                                                                       \
+    (pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,               \
+     const posix_spawnattr_t* attr, char* const argv[], char* const envp[]),                \
+    (pid, path, actions, attr, argv, envp))                                                 \
+  X(posix_spawnp, int,                                                                      \
+    (pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,               \
+     const posix_spawnattr_t* attr, char* const argv[], char* const envp[]),                \
+    (pid, file, actions, attr, argv, envp))                                                 \
   X(_exit, void, (int status), (status))                                                    \
   X(_Exit, void, (int status), (status))                                                    \
   X(close, int, (int fd), (fd))                                                             \

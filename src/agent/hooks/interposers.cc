@@ -318,6 +318,35 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
   return rc;
 }
 
+// --- child processes: not recorded (docs/agent.md), but counted for the END record ----------
+
+__attribute__((visibility("default"))) pid_t fork(void) {
+  Enter();
+  pid_t pid = real::fork();
+  if (pid > 0) memlens::agent::CountUnrecordedChild();
+  return pid;
+}
+
+__attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* path,
+                                                      const posix_spawn_file_actions_t* actions,
+                                                      const posix_spawnattr_t* attr,
+                                                      char* const argv[], char* const envp[]) {
+  Enter();
+  int rc = real::posix_spawn(pid, path, actions, attr, argv, envp);
+  if (rc == 0) memlens::agent::CountUnrecordedChild();
+  return rc;
+}
+
+__attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
+                                                       const posix_spawn_file_actions_t* actions,
+                                                       const posix_spawnattr_t* attr,
+                                                       char* const argv[], char* const envp[]) {
+  Enter();
+  int rc = real::posix_spawnp(pid, file, actions, attr, argv, envp);
+  if (rc == 0) memlens::agent::CountUnrecordedChild();
+  return rc;
+}
+
 // --- leaving the process image: finish the capture first -----------------------------------
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],

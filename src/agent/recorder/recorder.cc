@@ -34,6 +34,7 @@ thread_local ThreadBuffer* t_buffer = nullptr;
 // which may be a coroutine's few kilobytes.
 thread_local uint64_t t_python_frames[kMaxPythonFrames];
 std::atomic<uint64_t> g_dropped{0};
+std::atomic<uint64_t> g_unrecorded_children{0};
 std::atomic<uint64_t> g_dropped_reported{0};
 
 // A thread takes a buffer at its first event and keeps it for life; the writer gives it back
@@ -216,6 +217,8 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   Publish(buffer, event);
 }
 
+void CountUnrecordedChild() { g_unrecorded_children.fetch_add(1, std::memory_order_relaxed); }
+uint64_t UnrecordedChildren() { return g_unrecorded_children.load(std::memory_order_relaxed); }
 void CountDroppedEvent() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
 uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }
 uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed); }

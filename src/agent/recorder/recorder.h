@@ -79,6 +79,10 @@ void CountDroppedEvent();  // an event left out for want of room (or of a sampli
 uint64_t EventsRecorded();
 uint64_t TakeDroppedEvents();  // since the last call
 uint64_t DroppedEventsTotal();
+// Children started by fork, posix_spawn or posix_spawnp (not vfork, nor glibc's own spawns in
+// system and popen): none is recorded.
+void CountUnrecordedChild();
+uint64_t UnrecordedChildren();
 
 // --- shared with the writer thread ---
 extern std::atomic<uint64_t> g_seq;            // next sequence number

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -215,6 +216,7 @@ void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
   end.monotonic_ns = MonotonicNs() - process_.start_monotonic_ns;
   end.events = EventsRecorded();
   end.dropped = DroppedEventsTotal();
+  end.unrecorded_children = UnrecordedChildren();
   meta_encoder_.End(end);
   Flush();
 }
@@ -524,6 +526,7 @@ bool Writer::SinkStillOurs() {
     return false;
   }
   fcntl(reopened, F_SETFL, O_APPEND);  // blocking again (a FIFO opened without waiting)
+  flock(reopened, LOCK_EX | LOCK_NB);  // "still recording" (agent.cc): the old lock went with it
   ReplaceFd(fd_slot_, reopened);
   if (!said_reopened_) {
     said_reopened_ = true;

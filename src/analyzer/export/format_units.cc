@@ -1,7 +1,9 @@
 // src/analyzer/export/format_units.cc: see format_units.h.
 #include "analyzer/export/format_units.h"
 
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 
 namespace memlens::analyzer {
 
@@ -42,6 +44,36 @@ std::string FormatPercent(uint64_t part, uint64_t whole) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.1f%%", whole ? 100.0 * part / whole : 0.0);
   return buf;
+}
+
+std::string ShellQuote(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !word.empty(), control = false;
+    for (unsigned char c : word) {
+      plain = plain && (std::isalnum(c) || std::strchr("_@%+=:,./-", c)) && c < 0x80;
+      control = control || c < 0x20 || c == 0x7f;
+    }
+    if (plain) {
+      out += word;
+    } else if (!control) {  // '...' keeps everything but ' itself
+      out += '\'';
+      for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    } else {  // $'...' (bash, zsh, ksh; POSIX 2024) spells newlines and escapes as \xHH
+      out += "$'";
+      for (unsigned char c : word) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += c < 0x20 || c == 0x7f ? std::string(hex)
+               : c == '\'' || c == '\\' ? "\\" + std::string(1, static_cast<char>(c))
+                                          : std::string(1, static_cast<char>(c));
+      }
+      out += '\'';
+    }
+  }
+  return out;
 }
 
 std::string ModuleName(const SourceFrame& f) {

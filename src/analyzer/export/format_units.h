@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "analyzer/symbolize/symbolizer.h"
 
@@ -20,5 +21,7 @@ std::string FormatPercent(uint64_t part, uint64_t whole);  // "12.3%"
 std::string FunctionName(const SourceFrame& frame);  // the name, or module+0xoffset
 std::string SourceLocation(const SourceFrame& frame);  // "file.cc:12", or "" when unknown
 std::string ModuleName(const SourceFrame& frame);      // basename of the module path
+// A command line as a shell reads it back, to be copied and pasted: echo 'a b' $'\n' (bash).
+std::string ShellQuote(const std::vector<std::string>& argv);
 
 }  // namespace memlens::analyzer

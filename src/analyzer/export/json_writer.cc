@@ -212,6 +212,7 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   for (const auto& a : p.process.argv) json->String(a);
   json->EndArray();
   json->Field("threads", p.thread_count);
+  json->Field("unrecorded_children", p.UnrecordedChildren());
   json->Key("earlier_images");  // command lines this image replaced by exec, first first
   json->BeginArray();
   for (const auto& image : p.earlier_images) {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <cstdlib>
 #include <deque>
@@ -252,6 +254,7 @@ void Replayer::StartOver() {
   fresh.read = p_->read;
   fresh.earlier_images = std::move(p_->earlier_images);
   fresh.earlier_images.push_back(p_->process.argv);
+  fresh.earlier_unrecorded_children = p_->UnrecordedChildren();
   *p_ = std::move(fresh);
   loaded_.clear();
   unloaded_.clear();
@@ -941,6 +944,16 @@ void Replayer::Finish() {
   for (const auto& [start, region] : mappings_) p_->totals.mmap_leaked_bytes += region.end - start;
 }
 
+
+// The agent holds an exclusive flock on the capture while it records (docs/agent.md); the
+// kernel drops it when the writer closes the file or the process dies.
+bool StillRecording(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return locked;
+}
 }  // namespace
 
 double Profile::SecondsAt(uint64_t seq) const {
@@ -1097,9 +1110,13 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   }
   if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
   if (!profile->end) {
-    profile->warnings.push_back(
-        "the recording did not finish (the program was killed or the capture was cut short): "
-        "figures cover the first " + std::to_string(profile->DurationSeconds()) + " s");
+    profile->still_recording = StillRecording(profile->path);
+    std::string state = profile->still_recording
+                            ? "the program is still recording"
+                            : "the recording did not finish (the program was killed or the "
+                              "capture was cut short)";
+    profile->warnings.push_back(state + ": figures cover the first " +
+                                std::to_string(profile->DurationSeconds()) + " s");
   }
   if (profile->read.missing_events) {
     profile->warnings.push_back(std::to_string(profile->read.missing_events) +

@@ -175,6 +175,7 @@ struct Profile {
   // set, every byte and block figure is an unbiased estimate scaled up from the samples.
   uint64_t sample_rate = 0;
   std::optional<format::EndRecord> end;
+  bool still_recording = false;  // no kEnd yet, and the agent still holds the capture
   std::unordered_map<uint64_t, format::ModuleRecord> modules;
   std::unordered_map<uint64_t, format::PythonCodeRecord> python_codes;
   std::vector<StackNode> nodes{StackNode{}};  // index = node id; [0] is the root
@@ -185,6 +186,11 @@ struct Profile {
   // The capture follows exec: the profile describes the last program image; these are the
   // command lines of the images it replaced, first first.
   std::vector<std::vector<std::string>> earlier_images;
+  uint64_t earlier_unrecorded_children = 0;  // those the images before the last one started
+  // Child processes the recorded images started, none of them recorded (kEnd).
+  uint64_t UnrecordedChildren() const {
+    return earlier_unrecorded_children + (end ? end->unrecorded_children : 0);
+  }
   SnapshotSpec snapshot;            // the moment the in-use figures describe
   double snapshot_seconds = 0;      // when that moment was
   uint64_t from_checkpoint_seq = 0;  // the replay started from the snapshot index's state there

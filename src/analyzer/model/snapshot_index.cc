@@ -21,7 +21,8 @@ namespace {
 
 constexpr char kHeaderMagic[8] = {'M', 'L', 'E', 'N', 'S', 'I', 'D', 'X'};
 constexpr char kTrailerMagic[8] = {'M', 'L', 'I', 'D', 'X', 'E', 'N', 'D'};
-constexpr size_t kHeaderSize = 32;   // magic, version, reserved, capture size, capture mtime
+// magic, version, the capture's first chunk checksum, its size and mtime
+constexpr size_t kHeaderSize = 32;
 constexpr size_t kTrailerSize = 32;  // table offset, stored size, raw size, magic
 constexpr int kZstdLevel = 1;
 
@@ -32,22 +33,6 @@ uint64_t GetFixed64(const char* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
-}
-
-bool StatCapture(const std::string& path, uint64_t* size, uint64_t* mtime_ns) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return false;
-  *size = static_cast<uint64_t>(st.st_size);
-  *mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + st.st_mtim.tv_nsec;
-  return true;
-}
-
-std::string Header(uint64_t capture_size, uint64_t capture_mtime_ns) {
-  std::string h(kHeaderMagic, sizeof kHeaderMagic);
-  PutFixed64(&h, kIndexVersion);  // version and the reserved word
-  PutFixed64(&h, capture_size);
-  PutFixed64(&h, capture_mtime_ns);
-  return h;
 }
 
 bool Compress(std::string_view raw, std::string* out) {
@@ -71,6 +56,30 @@ bool ReadAt(std::FILE* f, uint64_t offset, uint64_t size, std::string* out) {
 }
 
 using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+bool StatCapture(const std::string& path, CaptureStamp* stamp) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return false;
+  stamp->size = static_cast<uint64_t>(st.st_size);
+  stamp->mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + st.st_mtim.tv_nsec;
+  stamp->first_chunk_crc = 0;
+  File f(std::fopen(path.c_str(), "rb"), std::fclose);
+  std::string crc;  // the file header (16 bytes), then the chunk header's CRC at its byte 16
+  if (f && ReadAt(f.get(), 32, 4, &crc)) {
+    for (int i = 0; i < 4; ++i) {
+      stamp->first_chunk_crc |= uint32_t{static_cast<uint8_t>(crc[i])} << (8 * i);
+    }
+  }
+  return true;
+}
+
+std::string Header(const CaptureStamp& capture) {
+  std::string h(kHeaderMagic, sizeof kHeaderMagic);
+  PutFixed64(&h, kIndexVersion | uint64_t{capture.first_chunk_crc} << 32);
+  PutFixed64(&h, capture.size);
+  PutFixed64(&h, capture.mtime_ns);
+  return h;
+}
 
 }  // namespace
 
@@ -132,9 +141,9 @@ std::vector<std::string> IndexPathsFor(const std::string& capture_path) {
 }
 
 bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
-  uint64_t size = 0, mtime = 0;
-  if (!StatCapture(capture_path, &size, &mtime)) return false;
-  const std::string expected = Header(size, mtime);
+  CaptureStamp capture;
+  if (!StatCapture(capture_path, &capture)) return false;
+  const std::string expected = Header(capture);
   for (const std::string& path : IndexPathsFor(capture_path)) {
     File f(std::fopen(path.c_str(), "rb"), std::fclose);
     std::string header, trailer, stored, table;
@@ -248,7 +257,7 @@ SnapshotIndexWriter::SnapshotIndexWriter(const std::string& capture_path)
     min_spacing_ = std::max<uint64_t>(1, std::strtoull(s, nullptr, 10));
   }
   spacing_ = min_spacing_;
-  if (!StatCapture(capture_path, &capture_size_, &capture_mtime_ns_)) return;
+  if (!StatCapture(capture_path, &capture_)) return;
   for (const std::string& path : IndexPathsFor(capture_path)) {
     struct stat st;
     if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) continue;  // not ours to replace
@@ -268,7 +277,7 @@ SnapshotIndexWriter::SnapshotIndexWriter(const std::string& capture_path)
       continue;
     }
     final_path_ = path;
-    std::string header = Header(capture_size_, capture_mtime_ns_);
+    std::string header = Header(capture_);
     if (std::fwrite(header.data(), 1, header.size(), file_) != header.size()) {
       std::fclose(file_);
       file_ = nullptr;
@@ -339,7 +348,7 @@ void SnapshotIndexWriter::SetEnd(std::string_view state, uint64_t timeline_point
 }
 
 void SnapshotIndexWriter::Restat() {
-  if (file_ && !StatCapture(capture_path_, &capture_size_, &capture_mtime_ns_)) {
+  if (file_ && !StatCapture(capture_path_, &capture_)) {
     std::fclose(file_);
     file_ = nullptr;
     unlink(temp_path_.c_str());
@@ -420,7 +429,7 @@ bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
   stored.append(kTrailerMagic, sizeof kTrailerMagic);
   written = written && std::fwrite(stored.data(), 1, stored.size(), file_) == stored.size();
   // The header last: the capture's size and time may have been taken again since (Restat).
-  std::string header = Header(capture_size_, capture_mtime_ns_);
+  std::string header = Header(capture_);
   written = written && fseeko(file_, 0, SEEK_SET) == 0 &&
             std::fwrite(header.data(), 1, header.size(), file_) == header.size();
   written = std::fclose(file_) == 0 && written;

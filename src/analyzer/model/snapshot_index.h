@@ -24,7 +24,15 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 4;
+inline constexpr uint32_t kIndexVersion = 5;
+
+// What identifies the capture an index was made from. Size and mtime alone may match a capture
+// recorded again in its place (an mtime is only as fine as the kernel's clock tick); the first
+// chunk's CRC covers its process record, whose pid and start time differ for every recording.
+struct CaptureStamp {
+  uint64_t size = 0, mtime_ns = 0;
+  uint32_t first_chunk_crc = 0;  // 0 while the capture has no chunk yet
+};
 
 struct IndexCheckpoint {
   uint64_t seq = 0;           // the state before the event with this sequence number
@@ -133,7 +141,7 @@ class SnapshotIndexWriter {
   uint64_t offset_ = 0;
   uint64_t spacing_ = kMinSpacing;
   uint64_t min_spacing_ = kMinSpacing;
-  uint64_t capture_size_ = 0, capture_mtime_ns_ = 0;
+  CaptureStamp capture_;
   std::vector<IndexCheckpoint> checkpoints_;
   IndexEnd end_;
   bool stopped_ = false;
