@@ -24,7 +24,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 4;
+inline constexpr uint32_t kIndexVersion = 5;
 
 struct IndexCheckpoint {
   uint64_t seq = 0;           // the state before the event with this sequence number
