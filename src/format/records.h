@@ -107,7 +107,8 @@ inline bool IsCustomHeapEvent(EventKind k) {
 }
 inline bool HasStack(EventKind k) {
   return IsHeapAlloc(k) || k == EventKind::kMmap || k == EventKind::kMremapNew ||
-         k == EventKind::kMmapReserved || k == EventKind::kProtect || k == EventKind::kPyArenaAlloc ||
+         k == EventKind::kMmapReserved || k == EventKind::kProtect ||
+         k == EventKind::kPyArenaAlloc ||
          (static_cast<uint8_t>(k) >= 48 && static_cast<uint8_t>(k) <= 51);
 }
 inline bool HasSize(EventKind k) {

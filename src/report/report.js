@@ -83,7 +83,8 @@
         detail ? el('div', { class: 'detail', text: detail }) : null));
     }
     card('In use at peak', fmtBytes(t.peak_bytes),
-      fmtCount(t.peak_bytes) + ' bytes, ' + fmtCount(t.peak_blocks) + ' blocks, at ' + fmtSec(t.peak_time_s) +
+      fmtCount(t.peak_bytes) + ' bytes, ' + fmtCount(t.peak_blocks) + ' blocks, at ' +
+      fmtSec(t.peak_time_s) +
       (t.mappings.at_peak_bytes ? ', ' + fmtBytes(t.mappings.at_peak_bytes) + ' mapped' : ''),
       { id: 'peak-value', title: fmtCount(t.peak_bytes) + ' bytes', data: { bytes: String(t.peak_bytes) } });
     card('In use at ' + c.snapshot.label, fmtBytes(t.in_use_at_exit_bytes),

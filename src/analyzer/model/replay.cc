@@ -388,7 +388,8 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
       s.stats.python_allocated_bytes += w.bytes;
       p_->totals.python_allocated_bytes += w.bytes;
     }
-    p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, live_bytes_ - mapping_live_bytes_);
+    uint64_t heap = live_bytes_ - mapping_live_bytes_;
+    p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
   }
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
@@ -415,7 +416,8 @@ void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
 // A mapping (or a piece of one) whose memory counts is an allocation of the mappings' domain;
 // a reserved one is only address space. Mappings are recorded in full even in a sampled
 // capture: whole weights.
-void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq, bool counted) {
+void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq,
+                         bool counted) {
   if (size == 0) return;
   std::vector<std::pair<uint64_t, Region>> replaced;
   RemoveRange(start, size, &replaced);  // MAP_FIXED over an existing mapping replaces it
@@ -823,7 +825,8 @@ void Replayer::MapAddressSpace() {
     blocks.push_back({a, b.size, b.stack, Kind::kHeap, HeapWeight(b.size)});
   });
   custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
-    if (selected_heaps_.count(heap)) blocks.push_back({a, b.size, b.stack, Kind::kHeap, {b.size, kCountUnit}});
+    if (!selected_heaps_.count(heap)) return;
+    blocks.push_back({a, b.size, b.stack, Kind::kHeap, {b.size, kCountUnit}});
   });
   for (const auto& [start, region] : mappings_) {
     uint64_t size = region.end - start;

@@ -155,7 +155,8 @@ struct AddressRegion {
   uint64_t top_stack = 0;    // the stack holding most of its bytes
 };
 inline const char* RegionKindName(AddressRegion::Kind kind) {
-  return kind == AddressRegion::kHeap ? "heap" : kind == AddressRegion::kMapping ? "mapping" : "reserved";
+  if (kind == AddressRegion::kHeap) return "heap";
+  return kind == AddressRegion::kMapping ? "mapping" : "reserved";
 }
 
 // What a replay gathers besides the always-on figures.
