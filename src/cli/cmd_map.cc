@@ -1,9 +1,10 @@
 // src/cli/cmd_map.cc
 //
 // `memlens map FILE[@SNAPSHOT]`: the address space of the live set at the snapshot, for
-// fragmentation: regions of live blocks (heap blocks, or anonymous mappings the program made)
-// with no free gap over 1 MiB inside, each with its span, bytes in use, blocks, the largest
-// free gap between two of its blocks, and the site holding most of its bytes.
+// fragmentation: regions of live blocks (heap blocks, anonymous mappings the program made, or
+// the ranges of those it reserved with PROT_NONE) with no free gap over 1 MiB inside, each
+// with its span, bytes in use, blocks, the largest free gap between two of its blocks, and the
+// site holding most of its bytes.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -34,13 +35,17 @@ int Map(const AnalysisOptions& o) {
   replay.address_map = true;
   if (!LoadOrComplain(o.capture, o.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p);
-  uint64_t in_use = 0, span = 0, largest_gap = 0;
+  uint64_t in_use = 0, span = 0, largest_gap = 0, reserved = 0;
   std::vector<SourceFrame> sites;
   for (const AddressRegion& r : p.address_map) {
+    sites.push_back(resolver.Site(r.top_stack));
+    if (r.kind == AddressRegion::kReserved) {  // address space, not memory: apart
+      reserved += r.end - r.begin;
+      continue;
+    }
     in_use += r.in_use_bytes;
     span += r.end - r.begin;
     largest_gap = std::max(largest_gap, r.largest_gap);
-    sites.push_back(resolver.Site(r.top_stack));
   }
   if (o.json) {
     JsonWriter json(std::cout);
@@ -50,6 +55,7 @@ int Map(const AnalysisOptions& o) {
     json.Field("span_bytes", span);
     json.Field("used_share", UsedShare(in_use, span));
     json.Field("largest_gap", largest_gap);
+    json.Field("reserved_bytes", reserved);
     json.Key("regions");
     json.BeginArray();
     for (size_t i = 0; i < p.address_map.size(); ++i) {
@@ -62,7 +68,7 @@ int Map(const AnalysisOptions& o) {
       json.Field("blocks", r.blocks);
       json.Field("used_share", UsedShare(r.in_use_bytes, r.end - r.begin));
       json.Field("largest_gap", r.largest_gap);
-      json.Field("kind", r.mapping ? "mapping" : "heap");
+      json.Field("kind", RegionKindName(r.kind));
       json.Key("top_site");
       WriteFrame(&json, sites[i]);
       json.EndObject();
@@ -74,7 +80,12 @@ int Map(const AnalysisOptions& o) {
     std::cout << "Address space in use at " << p.SnapshotLabel() << ": " << FormatBytes(in_use)
               << " in " << p.address_map.size() << " regions spanning " << FormatBytes(span)
               << " (" << FormatPercent(in_use, span) << " used); largest free gap inside a region "
-              << FormatBytes(largest_gap) << "\n";
+              << FormatBytes(largest_gap);
+    if (reserved) {
+      std::cout << "; " << FormatBytes(reserved)
+                << " more reserved (PROT_NONE mappings, kind reserved: address space, not memory)";
+    }
+    std::cout << "\n";
     TextTable table;
     table.AddColumn("BEGIN", TextTable::kLeft);
     table.AddColumn("END", TextTable::kLeft);
@@ -89,7 +100,7 @@ int Map(const AnalysisOptions& o) {
       table.AddRow({Hex(r.begin), Hex(r.end), FormatBytes(r.end - r.begin),
                     FormatBytes(r.in_use_bytes), FormatCount(r.blocks),
                     FormatPercent(r.in_use_bytes, r.end - r.begin), FormatBytes(r.largest_gap),
-                    r.mapping ? "mapping" : "heap",
+                    RegionKindName(r.kind),
                     FunctionName(sites[i]) + (location.empty() ? "" : "  " + location)});
     }
     if (!p.address_map.empty()) table.Print(std::cout);

@@ -182,6 +182,23 @@ int Summary(const SummaryOptions& o) {
                   FormatBytes(t.leaked_bytes) + " in " + FormatCounted(t.leaked_blocks, "block") +
                       " still allocated at " + p.SnapshotLabel()});
     if (t.runtime_blocks) facts.AddRow({"runtime", RuntimeNote(p)});
+    if (t.mapping_allocated_bytes || t.reserved_bytes) {  // the heap and the mappings apart
+      std::string at = " in use at " + p.SnapshotLabel();
+      facts.AddRow({"heap", FormatBytes(t.heap_peak_bytes) + " at its own peak, " +
+                                FormatBytes(t.peak_bytes - t.mapping_at_peak_bytes) +
+                                " of the peak above, " +
+                                FormatBytes(t.leaked_bytes - t.mapping_leaked_bytes) + at +
+                                " (malloc family, Python's allocator)"});
+      facts.AddRow({"mappings", FormatBytes(t.mapping_peak_bytes) + " at their own peak, " +
+                                    FormatBytes(t.mapping_at_peak_bytes) + " of the peak above, " +
+                                    FormatBytes(t.mapping_leaked_bytes) + at +
+                                    " (the program's anonymous mmap)"});
+      if (t.reserved_bytes) {
+        facts.AddRow({"reserved", FormatBytes(t.reserved_bytes) + " of address space at " +
+                                      p.SnapshotLabel() +
+                                      " (PROT_NONE mappings: not memory, in no figure above)"});
+      }
+    }
     if (t.python_allocated_bytes || t.arena_peak_bytes) {
       facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) + " of the allocated bytes through " +
                                   "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +

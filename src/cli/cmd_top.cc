@@ -38,6 +38,9 @@ std::vector<SiteRow> HeapRows(const Profile& p) {
   rows[0].stats.leaked_bytes = t.leaked_bytes;
   rows[0].stats.leaked_blocks = t.leaked_blocks;
   rows[0].stats.python_allocated_bytes = t.python_allocated_bytes;
+  rows[0].stats.mapping_allocated_bytes = t.mapping_allocated_bytes;
+  rows[0].stats.mapping_peak_bytes = t.mapping_at_peak_bytes;
+  rows[0].stats.mapping_leaked_bytes = t.mapping_leaked_bytes;
   for (const HeapFigures& h : p.heaps) {
     auto it = std::find_if(rows.begin() + 1, rows.end(),
                            [&](const SiteRow& r) { return r.site.function == h.name; });
@@ -103,6 +106,9 @@ int Top(const TopOptions& o) {
     // The share of the allocated bytes that came through Python's allocator, when any did.
     bool python = p.totals.python_allocated_bytes > 0;
     if (python) table.AddColumn("PY%", TextTable::kRight);
+    // The same for the program's own anonymous mappings (the rest is heap).
+    bool mappings = p.totals.mapping_allocated_bytes > 0;
+    if (mappings) table.AddColumn("MAP%", TextTable::kRight);
     if (named) {
       table.AddColumn(group == GroupBy::kHeap ? "HEAP" : "TYPE", TextTable::kLeft);
     } else {
@@ -117,6 +123,9 @@ int Top(const TopOptions& o) {
                                         FormatBytes(r.stats.leaked_bytes)};
       if (python) {
         cells.push_back(FormatPercent(r.stats.python_allocated_bytes, r.stats.allocated_bytes));
+      }
+      if (mappings) {
+        cells.push_back(FormatPercent(r.stats.mapping_allocated_bytes, r.stats.allocated_bytes));
       }
       if (named) {
         cells.push_back(r.site.function);

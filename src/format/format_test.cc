@@ -51,7 +51,10 @@ std::vector<Event> SampleEvents() {
       {113, EventKind::kMunmap, 0x7f1000000000, 4096, 0, 3},
       {114, EventKind::kMremapOld, 0x7f1000001000, 8192, 0, 3},
       {115, EventKind::kMremapNew, 0x7f2000000000, 16384, 7, 3},
-      {116, EventKind::kPosixMemalign, 64, 1, 7, 3},
+      {116, EventKind::kMmapReserved, 0x7f3000000000, 1ull << 30, 8, 3},
+      {117, EventKind::kProtect, 0x7f3000000000, 8 << 20, 9, 3},
+      {118, EventKind::kProtectNone, 0x7f3000200000, 6 << 20, 0, 3},
+      {119, EventKind::kPosixMemalign, 64, 1, 7, 3},
   };
 }
 

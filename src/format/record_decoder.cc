@@ -430,6 +430,9 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kMremapOld: return "mremap(old)";
     case EventKind::kMremapNew: return "mremap";
     case EventKind::kMremapFailed: return "mremap(failed)";
+    case EventKind::kMmapReserved: return "mmap(PROT_NONE)";
+    case EventKind::kProtect: return "mprotect";
+    case EventKind::kProtectNone: return "mprotect(PROT_NONE)";
     case EventKind::kHeapCreate: return "heap create";
     case EventKind::kHeapAlloc: return "heap alloc";
     case EventKind::kHeapRealloc: return "heap realloc";

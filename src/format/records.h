@@ -8,8 +8,9 @@
 // instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
 // (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
 // relative to the node and back-references that reach into the previous chunk 4.0,
-// back-references that reach kReleaseReachChunks chunks back 5.0, and allocations coded as a
-// block released earlier in the chunk (the reuses column) 6.0. Readers read their own major
+// back-references that reach kReleaseReachChunks chunks back 5.0, allocations coded as a
+// block released earlier in the chunk (the reuses column) 6.0, and the protection of
+// anonymous mappings (reservations, mprotect: kinds 37-39) 7.0. Readers read their own major
 // only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
@@ -74,11 +75,14 @@ enum class EventKind : uint8_t {
   kFree = 16,
   kReallocOld = 17,     // realloc is about to release this block (recorded before the call)
   kReallocFailed = 18,  // ...but failed: the block recorded by kReallocOld lives on
-  kMmap = 32,           // anonymous mapping
+  kMmap = 32,           // anonymous mapping the program can access (MappingCounts)
   kMunmap = 33,         // any munmap (the analyzer keeps only what overlaps tracked mappings)
   kMremapOld = 34,      // mremap is about to move/resize this range
   kMremapNew = 35,      // ...and this is the result
   kMremapFailed = 36,   // ...or it failed, the old range lives on
+  kMmapReserved = 37,   // anonymous mapping with PROT_NONE: address space, not memory
+  kProtect = 38,        // mprotect made a range accessible (the stack: where it was committed)
+  kProtectNone = 39,    // mprotect made a range PROT_NONE (decommitted, still reserved)
   kPyArenaAlloc = 40,   // an arena of Python's small-object allocator (pymalloc): not a user
   kPyArenaFree = 41,    // allocation, reported as its own figure
   // The instrumentation API (include/memlens/memlens.h). A custom heap's block events carry
@@ -103,13 +107,20 @@ inline bool IsCustomHeapEvent(EventKind k) {
 }
 inline bool HasStack(EventKind k) {
   return IsHeapAlloc(k) || k == EventKind::kMmap || k == EventKind::kMremapNew ||
+         k == EventKind::kMmapReserved || k == EventKind::kProtect ||
          k == EventKind::kPyArenaAlloc ||
          (static_cast<uint8_t>(k) >= 48 && static_cast<uint8_t>(k) <= 51);
 }
 inline bool HasSize(EventKind k) {
   return (HasStack(k) && k != EventKind::kHeapFree) || k == EventKind::kMunmap ||
-         k == EventKind::kMremapOld || k == EventKind::kPyArenaFree || k == EventKind::kMarker;
+         k == EventKind::kMremapOld || k == EventKind::kProtectNone ||
+         k == EventKind::kPyArenaFree || k == EventKind::kMarker;
 }
+// The one rule of what an anonymous mapping counts as: memory in use when the program can
+// access it at all (read, write or execute: JIT code is memory too), address space only under
+// PROT_NONE, which runtimes (the JVM, V8) use to reserve gigabytes they commit piece by piece.
+// The agent picks the event kind of an mmap or mprotect by it. prot: Linux's PROT_* bits.
+inline bool MappingCounts(int prot) { return (prot & 0x7) != 0; }  // PROT_READ|WRITE|EXEC
 
 // A stack node's ip is either a native return address or, with bit 63 set, a Python frame:
 // bits 24..62 the id of a kPythonCode record, bits 0..23 the line (0 when unknown).
@@ -144,7 +155,7 @@ inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }
 const char* EventKindName(EventKind kind);
 // Inline: the decoder asks it of every event.
 inline bool IsKnownEventKind(uint8_t k) {
-  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 36) || k == 40 ||
+  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 39) || k == 40 ||
          k == 41 || (k >= 48 && k <= 53) || k == 56 || k == 57;
 }
 

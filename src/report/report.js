@@ -83,11 +83,13 @@
         detail ? el('div', { class: 'detail', text: detail }) : null));
     }
     card('In use at peak', fmtBytes(t.peak_bytes),
-      fmtCount(t.peak_bytes) + ' bytes, ' + fmtCount(t.peak_blocks) + ' blocks, at ' + fmtSec(t.peak_time_s),
+      fmtCount(t.peak_bytes) + ' bytes, ' + fmtCount(t.peak_blocks) + ' blocks, at ' +
+      fmtSec(t.peak_time_s) +
+      (t.mappings.at_peak_bytes ? ', ' + fmtBytes(t.mappings.at_peak_bytes) + ' mapped' : ''),
       { id: 'peak-value', title: fmtCount(t.peak_bytes) + ' bytes', data: { bytes: String(t.peak_bytes) } });
     card('In use at ' + c.snapshot.label, fmtBytes(t.in_use_at_exit_bytes),
       fmtCount(t.in_use_at_exit_blocks) + ' blocks' +
-      (t.in_use_at_exit_mmap_bytes ? ', ' + fmtBytes(t.in_use_at_exit_mmap_bytes) + ' mapped' : ''),
+      (t.mappings.in_use_bytes ? ', ' + fmtBytes(t.mappings.in_use_bytes) + ' mapped' : ''),
       { id: 'in-use-value', title: fmtCount(t.in_use_at_exit_bytes) + ' bytes',
         data: { bytes: String(t.in_use_at_exit_bytes) } });
     if (data.runtime.blocks) {  // not the program's (docs/runtime-allocations.md)
@@ -572,7 +574,7 @@
     const head = el('tr', null, ...['Range', 'Span', 'In use', 'Fill', 'Blocks', 'Largest gap', 'Kind', 'Mostly from']
       .map((t, i) => el('th', { class: i >= 1 && i <= 5 ? 'num' : '', text: t })));
     const body = el('tbody');
-    for (const [begin, end, inUse, blocks, gap, mapping, frame] of m.regions) {
+    for (const [begin, end, inUse, blocks, gap, kind, frame] of m.regions) {
       const span = end - begin;
       const fill = el('span', { class: 'fill' });
       fill.style.width = Math.round(80 * Math.min(1, span ? inUse / span : 0)) + 'px';
@@ -583,7 +585,7 @@
         el('td', { class: 'num' }, el('span', { class: 'fill-wrap' }, fill), fmtPct(inUse, span)),
         el('td', { class: 'num', text: fmtCount(blocks) }),
         el('td', { class: 'num', text: fmtBytes(gap) }),
-        el('td', { text: mapping ? 'mapping' : 'heap' }),
+        el('td', { text: kind }),
         el('td', { class: 'fn', title: frameTitle(frame), text: frameName(frame) + ' ' + frameLocation(frame) })));
     }
     table.replaceChildren(el('thead', null, head), body);

@@ -1,8 +1,9 @@
 """Exact bytes and counts at exact lines for every allocation function the agent records."""
+import json
 import os
 
 import pytest
-from conftest import line_of
+from conftest import line_of, memlens
 
 MiB = 1 << 20
 
@@ -139,7 +140,57 @@ def test_anonymous_mmap_and_partial_munmap(record):
     part = r.row_at("mmap_anon.c", "part")
     assert (part["allocations"], part["allocated_bytes"], part["leaked_bytes"]) == (1, 4 * page, 3 * page)
     totals = r.analyze("summary")["totals"]
-    assert totals["in_use_at_exit_mmap_bytes"] == 8 * page  # the file mapping is not counted
+    assert totals["mappings"]["in_use_bytes"] == 8 * page  # the file mapping is not counted
+
+
+def test_reserved_address_space_is_not_memory_in_use(record):
+    # Issue 25: a 1 GiB PROT_NONE reservation counted as 1 GiB in use (java -version peaked at
+    # 7.46 GiB). Only what mprotect or MAP_FIXED makes accessible counts, from that moment.
+    r = record("reserve_commit")
+    assert r.proc.returncode == 0, r.proc.stderr
+    mib, heap = 1 << 20, (1 << 20) + 1000
+    src = "reserve_commit.c"
+    assert r.rows_at(src, "reserve") == [] and r.rows_at(src, "readonly") == []
+    expected = {  # line: (allocated, at the peak, in use at exit)
+        "heap": (heap, heap, heap),
+        "commit8": (8 * mib, 8 * mib, 2 * mib),
+        "commit4": (4 * mib, 2 * mib, 2 * mib),  # MAP_FIXED replaced half of it
+        "fixed": (4 * mib, 4 * mib, 0),
+    }
+    for marker, (allocated, at_peak, in_use) in expected.items():
+        row = r.row_at(src, marker)
+        mapped = marker != "heap"
+        assert (row["allocations"], row["allocated_bytes"], row["peak_bytes"], row["leaked_bytes"]) \
+            == (1, allocated, at_peak, in_use), marker
+        assert (row["mapping_allocated_bytes"], row["mapping_peak_bytes"], row["mapping_leaked_bytes"]) \
+            == ((allocated, at_peak, in_use) if mapped else (0, 0, 0)), marker
+    # In use at the peak itself, from a replay that stops there (and from the index's state).
+    out = memlens("top", f"{r.capture}@peak", "--json", "--by", "line", "--limit", "1000")
+    at_peak = {row["site"]["line"]: row["leaked_bytes"] for row in json.loads(out.stdout)["rows"]
+               if row["site"]["file"].endswith("/" + src)}
+    assert at_peak == {line_of(src, m): bytes_at_peak for m, (_, bytes_at_peak, _) in expected.items()}
+    summary = r.analyze("summary")
+    t = summary["totals"]
+    assert (t["peak_bytes"], t["in_use_at_exit_bytes"]) == (14 * mib + heap, 4 * mib + heap)
+    assert t["heap"] == {"peak_bytes": heap, "at_peak_bytes": heap, "in_use_bytes": heap,
+                         "allocated_bytes": heap}
+    assert t["mappings"] == {"peak_bytes": 14 * mib, "at_peak_bytes": 14 * mib,
+                             "in_use_bytes": 4 * mib, "allocated_bytes": 16 * mib,
+                             "reserved_bytes": 6 * mib}
+    assert [row["peak_bytes"] for row in summary["top_peak"]] == [8 * mib, 4 * mib, 2 * mib, heap]
+    text = memlens("summary", r.capture).stdout
+    lines = {line.split()[0]: " ".join(line.split()[1:]) for line in text.splitlines() if line.strip()}
+    assert lines["mappings"].startswith(
+        "14.00 MiB at their own peak, 14.00 MiB of the peak above, 4.00 MiB in use at exit")
+    assert lines["heap"].startswith(
+        "1.00 MiB at its own peak, 1.00 MiB of the peak above, 1.00 MiB in use at exit")
+    assert lines["reserved"].startswith("6.00 MiB of address space at exit")
+    assert "MAP%" in memlens("top", r.capture).stdout
+    # The address map shows what is still reserved, apart from what is in use.
+    m = r.analyze("map")
+    assert (m["in_use_bytes"], m["reserved_bytes"]) == (4 * mib + heap, 6 * mib)
+    reserved = [g for g in m["regions"] if g["kind"] == "reserved"]
+    assert [(g["span_bytes"], g["in_use_bytes"]) for g in reserved] == [(6 * mib, 0)]
 
 
 def test_eight_threads_allocate_known_amounts(record):

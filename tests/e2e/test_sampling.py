@@ -93,7 +93,7 @@ def test_estimates_hold_in_front_of_jemalloc(known, tmp_path):
     totals = sampled.analyze("summary")["totals"]
     for key in ("allocated_bytes", "peak_bytes", "in_use_at_exit_bytes"):
         assert close(totals[key], exact[key]), (key, totals[key], exact[key])
-    assert totals["in_use_at_exit_mmap_bytes"] == 0
+    assert totals["mappings"]["in_use_bytes"] == 0
     big, small = site(sampled, "big"), site(sampled, "small")
     assert close(big["allocated_bytes"], BIG) and close(big["leaked_bytes"], BIG_LIVE)
     assert close(small["allocated_bytes"], SMALL) and close(small["leaked_bytes"], SMALL_LEFT)
@@ -291,4 +291,4 @@ def test_sampling_in_front_of_another_allocator(tmp_path):
         assert served and served[0] > 0, text  # the first line is the recorded program's
     for capture in tmp_path.glob("seed*.mlens"):
         totals = Recorded(None, capture).analyze("summary")["totals"]
-        assert totals["in_use_at_exit_mmap_bytes"] == 0, capture.name
+        assert totals["mappings"]["in_use_bytes"] == 0, capture.name

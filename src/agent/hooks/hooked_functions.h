@@ -27,6 +27,7 @@
   X(mmap, void*, (void* addr, size_t len, int prot, int flags, int fd, off_t off),          \
     (addr, len, prot, flags, fd, off))                                                      \
   X(munmap, int, (void* addr, size_t len), (addr, len))                                     \
+  X(mprotect, int, (void* addr, size_t len, int prot), (addr, len, prot))                   \
   X(mremap, void*, (void* old, size_t old_len, size_t new_len, int flags, ...),            \
     (old, old_len, new_len, flags, new_addr))                                               \
   X(dlopen, void*, (const char* file, int mode), (file, mode))                              \

@@ -254,16 +254,29 @@ __attribute__((visibility("default"))) void* pvalloc(size_t size) {
 }
 
 // --- mmap family: only anonymous mappings count as allocations -----------------------------
+// Only the memory the program can use counts (format::MappingCounts): a PROT_NONE mapping is a
+// reservation, and mprotect commits parts of it (or gives them back). The analyzer ignores an
+// mprotect of anything that is not a tracked anonymous mapping (a malloc'd block, a file).
 
 __attribute__((visibility("default"))) void* mmap(void* addr, size_t len, int prot, int flags,
                                                  int fd, off_t off) {
   if (real::Resolving() || !real::mmap) {
     return reinterpret_cast<void*>(syscall(SYS_mmap, addr, len, prot, flags, fd, off));
   }
-  if (!Enter() || !(flags & MAP_ANONYMOUS)) return real::mmap(addr, len, prot, flags, fd, off);
+  const bool anonymous = flags & MAP_ANONYMOUS;
+  if (!Enter() || (!anonymous && !(flags & MAP_FIXED))) {
+    return real::mmap(addr, len, prot, flags, fd, off);
+  }
   HookGuard guard;
+  if (!anonymous) {  // a file mapped over an anonymous mapping replaces it, as munmap would
+    RecordRelease(EventKind::kMunmap, addr, len);
+    return real::mmap(addr, len, prot, flags, fd, off);
+  }
   void* p = real::mmap(addr, len, prot, flags, fd, off);
-  if (p != MAP_FAILED) RecordAlloc(EventKind::kMmap, p, len);
+  if (p != MAP_FAILED) {
+    RecordAlloc(memlens::format::MappingCounts(prot) ? EventKind::kMmap : EventKind::kMmapReserved,
+                p, len);
+  }
   return p;
 }
 
@@ -276,6 +289,24 @@ __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
   HookGuard guard;
   RecordRelease(EventKind::kMunmap, addr, len);
   return real::munmap(addr, len);
+}
+
+// Recorded after the call, and only when it succeeded: a failed mprotect changes nothing. A
+// program that commits and decommits the same range from two threads orders the two calls
+// itself, and each is recorded before its call returns.
+__attribute__((visibility("default"))) int mprotect(void* addr, size_t len, int prot) {
+  if (real::Resolving() || !real::mprotect) {
+    return static_cast<int>(syscall(SYS_mprotect, addr, len, prot));
+  }
+  if (!Enter()) return real::mprotect(addr, len, prot);
+  HookGuard guard;
+  int rc = real::mprotect(addr, len, prot);
+  if (rc == 0 && memlens::format::MappingCounts(prot)) {
+    RecordAlloc(EventKind::kProtect, addr, len);
+  } else if (rc == 0) {
+    RecordRelease(EventKind::kProtectNone, addr, len);
+  }
+  return rc;
 }
 
 __attribute__((visibility("default"))) void* mremap(void* old, size_t old_len, size_t new_len,

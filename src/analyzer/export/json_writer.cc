@@ -236,7 +236,6 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   json->Field("peak_time_s", p.SecondsAt(t.peak_seq));
   json->Field("in_use_at_exit_bytes", t.leaked_bytes);
   json->Field("in_use_at_exit_blocks", t.leaked_blocks);
-  json->Field("in_use_at_exit_mmap_bytes", t.mmap_leaked_bytes);
   json->Field("python_allocated_bytes", t.python_allocated_bytes);
   json->Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
   json->Field("pymalloc_arena_at_exit_bytes", t.arena_leaked_bytes);
@@ -245,6 +244,21 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   json->Field("dropped_events", t.dropped_events);
   json->Field("events", t.events);
   json->Field("stacks", static_cast<uint64_t>(p.stacks.size()));
+  // The heap and the mappings apart: each one's own peak, its part of peak_bytes, of the bytes
+  // in use at the snapshot and of the allocated bytes (each pair adds up to the total).
+  for (bool mappings : {false, true}) {
+    json->Key(mappings ? "mappings" : "heap");
+    json->BeginObject();
+    json->Field("peak_bytes", mappings ? t.mapping_peak_bytes : t.heap_peak_bytes);
+    json->Field("at_peak_bytes", mappings ? t.mapping_at_peak_bytes
+                                          : t.peak_bytes - t.mapping_at_peak_bytes);
+    json->Field("in_use_bytes", mappings ? t.mapping_leaked_bytes
+                                         : t.leaked_bytes - t.mapping_leaked_bytes);
+    json->Field("allocated_bytes", mappings ? t.mapping_allocated_bytes
+                                            : t.allocated_bytes - t.mapping_allocated_bytes);
+    if (mappings) json->Field("reserved_bytes", t.reserved_bytes);
+    json->EndObject();
+  }
   json->EndObject();
 }
 
@@ -291,6 +305,9 @@ void WriteStats(JsonWriter* json, const StackStats& s) {
   json->Field("python_allocated_bytes", s.python_allocated_bytes);
   json->Field("python_peak_bytes", s.python_peak_bytes);
   json->Field("python_leaked_bytes", s.python_leaked_bytes);
+  json->Field("mapping_allocated_bytes", s.mapping_allocated_bytes);
+  json->Field("mapping_peak_bytes", s.mapping_peak_bytes);
+  json->Field("mapping_leaked_bytes", s.mapping_leaked_bytes);
 }
 
 void WriteStack(JsonWriter* json, std::string_view key,

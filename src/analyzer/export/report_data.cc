@@ -447,7 +447,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.Key("address_map");
   json.BeginObject();
   json.Field("regions_total", static_cast<uint64_t>(p.address_map.size()));
-  json.Key("regions");  // [begin, end, in_use_bytes, blocks, largest_gap, mapping, site frame]
+  json.Key("regions");  // [begin, end, in_use_bytes, blocks, largest_gap, kind, site frame]
   json.BeginArray();
   for (const AddressRegion* r : regions) {
     json.BeginArray();
@@ -456,7 +456,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
     json.Uint(r->in_use_bytes);
     json.Uint(r->blocks);
     json.Uint(r->largest_gap);
-    json.Bool(r->mapping);
+    json.String(RegionKindName(r->kind));
     json.Int(tables.Frame(sites[index.Of(r->top_stack)].frame));
     json.EndArray();
   }

@@ -28,10 +28,16 @@ using format::EventKind;
 
 constexpr uint64_t kTruncatedMarkerIp = 1;  // see the agent's writer
 
+// A tracked anonymous mapping, or a piece of one: mprotect cuts mappings into pieces.
 struct Region {
   uint64_t end;
   uint64_t stack;
+  bool counted;  // accessible memory (format::MappingCounts), else reserved address space
 };
+
+// Where an allocation's bytes come from: the heap (native or Python) or the mappings.
+enum class Domain { kNative, kPython, kMapping };
+Domain HeapDomain(bool python) { return python ? Domain::kPython : Domain::kNative; }
 
 // What one recorded block stands for. Block counts are kept in 1/65536ths during the replay, so
 // that the fractional counts of a sampled capture add up without rounding bias; Finish turns
@@ -51,6 +57,7 @@ struct StackState {
   uint64_t live_bytes = 0;
   uint64_t live_blocks = 0;
   uint64_t python_live_bytes = 0;
+  uint64_t mapping_live_bytes = 0;
   uint64_t changed_in_epoch = 0;
 };
 
@@ -59,7 +66,8 @@ template <typename T, typename F>
 void TotalsFields(T& t, F&& f) {  // dropped_events is metadata; the leaked figures come at Finish
   for (auto* v : {&t.allocations, &t.allocated_bytes, &t.frees, &t.peak_bytes, &t.peak_blocks,
                   &t.peak_seq, &t.python_allocated_bytes, &t.arena_peak_bytes, &t.temporary,
-                  &t.unmatched_frees, &t.events}) {
+                  &t.unmatched_frees, &t.events, &t.heap_peak_bytes, &t.mapping_peak_bytes,
+                  &t.mapping_allocated_bytes}) {
     f(*v);
   }
 }
@@ -68,7 +76,9 @@ void StateFields(T& s, F&& f) {
   for (auto* v : {&s.stats.allocations, &s.stats.allocated_bytes, &s.stats.peak_bytes,
                   &s.stats.peak_blocks, &s.stats.python_allocated_bytes,
                   &s.stats.python_peak_bytes, &s.stats.temporary, &s.stats.temporary_bytes,
-                  &s.live_bytes, &s.live_blocks, &s.python_live_bytes, &s.changed_in_epoch}) {
+                  &s.live_bytes, &s.live_blocks, &s.python_live_bytes, &s.changed_in_epoch,
+                  &s.stats.mapping_allocated_bytes, &s.stats.mapping_peak_bytes,
+                  &s.mapping_live_bytes}) {
     f(*v);
   }
 }
@@ -181,11 +191,13 @@ class Replayer : public format::RecordVisitor {
     return slot ? states_[slot] : NewState(stack);
   }
   StackState& NewState(uint64_t stack);  // the first event of a stack
-  void Allocate(uint64_t stack, Weight w, uint64_t seq, bool python = false);
-  void Release(uint64_t stack, Weight w, bool python = false);
+  void Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain = Domain::kNative);
+  void Release(uint64_t stack, Weight w, Domain domain = Domain::kNative);
   void Touch(StackState& s);
-  void AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq);
+  void AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq, bool counted);
+  void KeepPiece(uint64_t start, uint64_t end, const Region& r);
   void RemoveRange(uint64_t start, uint64_t size, std::vector<std::pair<uint64_t, Region>>* taken);
+  void Protect(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq, bool counted);
 
   Profile* p_;
   std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
@@ -200,7 +212,7 @@ class Replayer : public format::RecordVisitor {
   std::vector<uint64_t> tid_of_;  // by thread index
   AddressMap other_threads_;  // ReplayOptions::thread: live blocks of the threads left out
   AddressMap heap_;
-  std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
+  std::map<uint64_t, Region> mappings_;  // anonymous mappings (and pieces) by start address
   // Stacks' states, compact: slot_of_[stack id] (node ids are dense; 4 bytes a node) is the
   // stack's place in states_, 0 for a node no event has named (most are inner nodes).
   std::vector<uint32_t> slot_of_;
@@ -221,6 +233,8 @@ class Replayer : public format::RecordVisitor {
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, Region>>> mremap_pending_;
   uint64_t live_bytes_ = 0;
   uint64_t live_blocks_ = 0;
+  uint64_t mapping_live_bytes_ = 0;  // the part of live_bytes_ in mappings; the rest is heap
+  uint64_t reserved_bytes_ = 0;      // PROT_NONE pieces of mappings_
   uint64_t peak_epoch_ = 1;
   SnapshotSpec spec_;
   ReplayOptions options_;
@@ -271,7 +285,7 @@ void Replayer::StartOver() {
   states_.assign(1, StackState{});
   realloc_pending_.clear();
   mremap_pending_.clear();
-  live_bytes_ = live_blocks_ = 0;
+  live_bytes_ = live_blocks_ = mapping_live_bytes_ = reserved_bytes_ = 0;
   peak_epoch_ = 1;
   pending_marks_.clear();
   pending_checkpoints_.clear();
@@ -339,6 +353,7 @@ void Replayer::Touch(StackState& s) {
     s.stats.peak_bytes = s.live_bytes;
     s.stats.peak_blocks = s.live_blocks;
     s.stats.python_peak_bytes = s.python_live_bytes;
+    s.stats.mapping_peak_bytes = s.mapping_live_bytes;
     s.changed_in_epoch = peak_epoch_;
   }
 }
@@ -353,7 +368,7 @@ Weight Replayer::SampledWeight(uint64_t size) const {
           static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};
 }
 
-void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, bool python) {
+void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
   StackState& s = State(stack);
   Touch(s);
   s.live_bytes += w.bytes;
@@ -362,13 +377,23 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, bool python) {
   s.stats.allocated_bytes += w.bytes;
   p_->totals.allocations += w.count;
   p_->totals.allocated_bytes += w.bytes;
-  if (python) {
-    s.python_live_bytes += w.bytes;
-    s.stats.python_allocated_bytes += w.bytes;
-    p_->totals.python_allocated_bytes += w.bytes;
-  }
   live_bytes_ += w.bytes;
   live_blocks_ += w.count;
+  if (domain == Domain::kMapping) {
+    s.mapping_live_bytes += w.bytes;
+    s.stats.mapping_allocated_bytes += w.bytes;
+    p_->totals.mapping_allocated_bytes += w.bytes;
+    mapping_live_bytes_ += w.bytes;
+    p_->totals.mapping_peak_bytes = std::max(p_->totals.mapping_peak_bytes, mapping_live_bytes_);
+  } else {
+    if (domain == Domain::kPython) {
+      s.python_live_bytes += w.bytes;
+      s.stats.python_allocated_bytes += w.bytes;
+      p_->totals.python_allocated_bytes += w.bytes;
+    }
+    uint64_t heap = live_bytes_ - mapping_live_bytes_;
+    p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
+  }
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
     p_->totals.peak_blocks = live_blocks_;
@@ -377,22 +402,52 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, bool python) {
   }
 }
 
-void Replayer::Release(uint64_t stack, Weight w, bool python) {
+void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
   StackState& s = State(stack);
   Touch(s);
   s.live_bytes -= w.bytes;
   s.live_blocks -= w.count;
-  if (python) s.python_live_bytes -= w.bytes;
+  if (domain == Domain::kPython) s.python_live_bytes -= w.bytes;
+  if (domain == Domain::kMapping) {
+    s.mapping_live_bytes -= w.bytes;
+    mapping_live_bytes_ -= w.bytes;
+  }
   live_bytes_ -= w.bytes;
   live_blocks_ -= w.count;
 }
 
-void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq) {
+// A mapping (or a piece of one) whose memory counts is an allocation of the mappings' domain;
+// a reserved one is only address space. Mappings are recorded in full even in a sampled
+// capture: whole weights.
+void Replayer::AddRegion(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq,
+                         bool counted) {
   if (size == 0) return;
   std::vector<std::pair<uint64_t, Region>> replaced;
   RemoveRange(start, size, &replaced);  // MAP_FIXED over an existing mapping replaces it
-  mappings_[start] = {start + size, stack};
-  Allocate(stack, {size, kCountUnit}, seq);
+  mappings_[start] = {start + size, stack, counted};
+  if (!counted) {
+    reserved_bytes_ += size;
+    return;
+  }
+  Allocate(stack, {size, kCountUnit}, seq, Domain::kMapping);
+}
+
+// What is left of a region after a cut: the same block, not a new allocation.
+void Replayer::KeepPiece(uint64_t start, uint64_t end, const Region& r) {
+  mappings_[start] = {end, r.stack, r.counted};
+  if (!r.counted) {
+    reserved_bytes_ += end - start;
+    return;
+  }
+  uint64_t size = end - start;
+  Allocate(r.stack, {size, kCountUnit}, 0, Domain::kMapping);
+  StackState& s = State(r.stack);
+  s.stats.allocations -= kCountUnit;
+  s.stats.allocated_bytes -= size;
+  s.stats.mapping_allocated_bytes -= size;
+  p_->totals.allocations -= kCountUnit;
+  p_->totals.allocated_bytes -= size;
+  p_->totals.mapping_allocated_bytes -= size;
 }
 
 // Cuts [start, start+size) out of the tracked mappings; what was cut goes to *taken.
@@ -411,27 +466,40 @@ void Replayer::RemoveRange(uint64_t start, uint64_t size,
     it = mappings_.erase(it);
     uint64_t cut_start = std::max(r_start, start), cut_end = std::min(r.end, end);
     // The whole old region leaves the accounting; the parts outside the cut come back.
-    // Mappings are recorded in full even in a sampled capture: whole weights.
-    Release(r.stack, {r.end - r_start, kCountUnit});
-    p_->totals.frees += kCountUnit;
-    if (r_start < cut_start) {
-      mappings_[r_start] = {cut_start, r.stack};
-      Allocate(r.stack, {cut_start - r_start, kCountUnit}, 0);
-      State(r.stack).stats.allocations -= kCountUnit;  // a split is not a new allocation
-      State(r.stack).stats.allocated_bytes -= cut_start - r_start;
-      p_->totals.allocations -= kCountUnit;
-      p_->totals.allocated_bytes -= cut_start - r_start;
+    if (r.counted) {
+      Release(r.stack, {r.end - r_start, kCountUnit}, Domain::kMapping);
+      p_->totals.frees += kCountUnit;
+    } else {
+      reserved_bytes_ -= r.end - r_start;
     }
-    if (cut_end < r.end) {
-      mappings_[cut_end] = {r.end, r.stack};
-      Allocate(r.stack, {r.end - cut_end, kCountUnit}, 0);
-      State(r.stack).stats.allocations -= kCountUnit;
-      State(r.stack).stats.allocated_bytes -= r.end - cut_end;
-      p_->totals.allocations -= kCountUnit;
-      p_->totals.allocated_bytes -= r.end - cut_end;
-    }
-    taken->push_back({cut_start, {cut_end, r.stack}});
+    if (r_start < cut_start) KeepPiece(r_start, cut_start, r);
+    if (cut_end < r.end) KeepPiece(cut_end, r.end, r);
+    taken->push_back({cut_start, {cut_end, r.stack, r.counted}});
     it = mappings_.lower_bound(cut_end);
+  }
+}
+
+// mprotect: the pieces of tracked mappings in [start, start+size) that change between counted
+// and reserved are cut out and put back. A piece committed counts from now, as an allocation
+// at the mprotect's stack; a piece made PROT_NONE is released and stays reserved. Addresses in
+// no tracked mapping are not the program's anonymous memory: ignored.
+void Replayer::Protect(uint64_t start, uint64_t size, uint64_t stack, uint64_t seq, bool counted) {
+  uint64_t end = start + size;
+  std::vector<std::pair<uint64_t, uint64_t>> changing;
+  auto it = mappings_.upper_bound(start);
+  if (it != mappings_.begin()) --it;
+  for (; it != mappings_.end() && it->first < end; ++it) {
+    if (it->second.end > start && it->second.counted != counted) {
+      changing.push_back({std::max(it->first, start), std::min(it->second.end, end)});
+    }
+  }
+  for (const auto& [from, to] : changing) {
+    std::vector<std::pair<uint64_t, Region>> taken;
+    RemoveRange(from, to - from, &taken);
+    for (const auto& [piece, r] : taken) {
+      AddRegion(piece, r.end - piece, counted ? stack : r.stack, seq, counted);
+      if (counted) CountSize(stack, r.end - piece, {r.end - piece, kCountUnit});
+    }
   }
 }
 
@@ -500,6 +568,8 @@ bool Replayer::LeftOut(const format::Event& e) {
       return true;
     }
     case EventKind::kMmap:
+    case EventKind::kMmapReserved:
+    case EventKind::kProtect:
     case EventKind::kMremapNew:
     case EventKind::kPyArenaAlloc:
     case EventKind::kPyArenaFree:
@@ -558,7 +628,7 @@ void Replayer::OnEvent(const format::Event& e) {
     case EventKind::kFree:
       if (heap_.Remove(e.address, &block)) {
         Weight w = HeapWeight(block.size);
-        Release(block.stack, w, block.python);
+        Release(block.stack, w, HeapDomain(block.python));
         p_->totals.frees += w.count;
         auto& last = LastAlloc(e.thread);
         if (last.first == e.address) {
@@ -575,7 +645,7 @@ void Replayer::OnEvent(const format::Event& e) {
     case EventKind::kReallocOld:
       if (heap_.Remove(e.address, &block)) {
         Weight w = HeapWeight(block.size);
-        Release(block.stack, w, block.python);
+        Release(block.stack, w, HeapDomain(block.python));
         p_->totals.frees += w.count;
         realloc_pending_[e.thread] = block;
       } else {
@@ -588,7 +658,7 @@ void Replayer::OnEvent(const format::Event& e) {
         const LiveBlock& old = it->second;
         Weight w = HeapWeight(old.size);
         heap_.Insert(e.address, old);
-        Allocate(old.stack, w, e.seq, old.python);
+        Allocate(old.stack, w, e.seq, HeapDomain(old.python));
         StackStats& stats = State(old.stack).stats;  // a restored block is no new allocation
         stats.allocations -= w.count;
         stats.allocated_bytes -= w.bytes;
@@ -604,8 +674,13 @@ void Replayer::OnEvent(const format::Event& e) {
       break;
     }
     case EventKind::kMmap:
-      AddRegion(e.address, e.size, e.stack, e.seq);
-      CountSize(e.stack, e.size, {e.size, kCountUnit});
+    case EventKind::kMmapReserved:
+      AddRegion(e.address, e.size, e.stack, e.seq, e.kind == EventKind::kMmap);
+      if (e.kind == EventKind::kMmap) CountSize(e.stack, e.size, {e.size, kCountUnit});
+      break;
+    case EventKind::kProtect:
+    case EventKind::kProtectNone:
+      Protect(e.address, e.size, e.stack, e.seq, e.kind == EventKind::kProtect);
       break;
     case EventKind::kMunmap: {
       std::vector<std::pair<uint64_t, Region>> taken;
@@ -620,14 +695,19 @@ void Replayer::OnEvent(const format::Event& e) {
     }
     case EventKind::kMremapNew: {
       auto it = mremap_pending_.find(e.thread);
-      if (it != mremap_pending_.end() && !it->second.empty()) AddRegion(e.address, e.size, e.stack, e.seq);
+      // The range keeps its protection (one mremap moves one mapping, of one protection).
+      if (it != mremap_pending_.end() && !it->second.empty()) {
+        AddRegion(e.address, e.size, e.stack, e.seq, it->second.front().second.counted);
+      }
       if (it != mremap_pending_.end()) it->second.clear();
       break;
     }
     case EventKind::kMremapFailed: {
       auto it = mremap_pending_.find(e.thread);
       if (it == mremap_pending_.end()) break;
-      for (auto& [start, region] : it->second) AddRegion(start, region.end - start, region.stack, e.seq);
+      for (auto& [start, region] : it->second) {
+        AddRegion(start, region.end - start, region.stack, e.seq, region.counted);
+      }
       it->second.clear();
       break;
     }
@@ -645,9 +725,10 @@ void Replayer::OnEvent(const format::Event& e) {
         bool python = format::IsPythonAlloc(e.kind);
         Weight w = HeapWeight(e.size);
         if (!heap_.Insert(e.address, {e.size, e.stack, python}, &block)) {
-          Release(block.stack, HeapWeight(block.size), block.python);  // its free was dropped
+          // its free was dropped
+          Release(block.stack, HeapWeight(block.size), HeapDomain(block.python));
         }
-        Allocate(e.stack, w, e.seq, python);
+        Allocate(e.stack, w, e.seq, HeapDomain(python));
         CountSize(e.stack, e.size, w);
         LastAlloc(e.thread) = {e.address, e.stack};
       }
@@ -714,7 +795,9 @@ void Replayer::OnApiEvent(const format::Event& e) {
 void Replayer::FindBackingMemory() {
   std::vector<std::pair<uint64_t, uint64_t>> system;  // (start, end), by start
   heap_.ForEach([&](uint64_t a, const LiveBlock& b) { system.push_back({a, a + b.size}); });
-  for (const auto& [start, region] : mappings_) system.push_back({start, region.end});
+  for (const auto& [start, region] : mappings_) {
+    if (region.counted) system.push_back({start, region.end});
+  }
   std::sort(system.begin(), system.end());
   std::set<std::pair<uint32_t, size_t>> backing;  // (heap, index in system)
   custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t address, const LiveBlock&) {
@@ -734,21 +817,27 @@ void Replayer::FindBackingMemory() {
 // The live set at the snapshot, by address: stretches of blocks with no gap over 1 MiB.
 void Replayer::MapAddressSpace() {
   constexpr uint64_t kRegionGap = 1 << 20;
+  using Kind = AddressRegion::Kind;
   struct Block {
     uint64_t begin, size, stack;
-    bool mapping;
-    Weight w;  // in a sampled capture, what the block stands for
+    Kind kind;
+    Weight w;  // in a sampled capture, what the block stands for; nothing for a reservation
   };
   std::vector<Block> blocks;
   heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
-    blocks.push_back({a, b.size, b.stack, false, HeapWeight(b.size)});
+    blocks.push_back({a, b.size, b.stack, Kind::kHeap, HeapWeight(b.size)});
   });
   custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
-    if (selected_heaps_.count(heap)) blocks.push_back({a, b.size, b.stack, false, {b.size, kCountUnit}});
+    if (!selected_heaps_.count(heap)) return;
+    blocks.push_back({a, b.size, b.stack, Kind::kHeap, {b.size, kCountUnit}});
   });
   for (const auto& [start, region] : mappings_) {
     uint64_t size = region.end - start;
-    blocks.push_back({start, size, region.stack, true, {size, kCountUnit}});
+    if (region.counted) {
+      blocks.push_back({start, size, region.stack, Kind::kMapping, {size, kCountUnit}});
+    } else {
+      blocks.push_back({start, size, region.stack, Kind::kReserved, {0, kCountUnit}});
+    }
   }
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
   std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
@@ -765,17 +854,17 @@ void Replayer::MapAddressSpace() {
   };
   for (const Block& b : blocks) {
     bool fresh = p_->address_map.empty() || b.begin > p_->address_map.back().end + kRegionGap ||
-                 p_->address_map.back().mapping != b.mapping;
+                 p_->address_map.back().kind != b.kind;
     if (fresh) {
       close_region();
-      p_->address_map.push_back({b.begin, b.begin, 0, 0, 0, b.mapping, 0});
+      p_->address_map.push_back({b.begin, b.begin, 0, 0, 0, b.kind, 0});
     }
     AddressRegion& r = p_->address_map.back();
     if (b.begin > r.end) r.largest_gap = std::max(r.largest_gap, b.begin - r.end);
     r.end = std::max(r.end, b.begin + b.size);
     r.in_use_bytes += b.w.bytes;
     r.blocks += b.w.count;
-    bytes_by_stack[b.stack] += b.w.bytes;
+    bytes_by_stack[b.stack] += b.kind == Kind::kReserved ? b.size : b.w.bytes;
   }
   close_region();
   for (AddressRegion& r : p_->address_map) r.blocks = WholeBlocks(r.blocks);
@@ -788,7 +877,10 @@ void Replayer::SaveState(std::string* out) const {
     put(b.count);
     put(b.bytes);
   }
-  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, arena_bytes_}) put(v);
+  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, arena_bytes_, mapping_live_bytes_,
+                     reserved_bytes_}) {
+    put(v);
+  }
   uint64_t touched = 0;
   for (const StackState& s : states_) touched += s.changed_in_epoch != 0;  // [0] never is
   put(touched);
@@ -814,7 +906,7 @@ void Replayer::SaveState(std::string* out) const {
   }
   put(mappings_.size());
   for (const auto& [start, r] : mappings_) {
-    for (uint64_t v : {start, r.end - start, r.stack}) put(v);
+    for (uint64_t v : {start, r.end - start, r.stack, uint64_t{r.counted}}) put(v);
   }
   put(realloc_pending_.size());
   for (const auto& [thread, b] : realloc_pending_) {
@@ -825,7 +917,7 @@ void Replayer::SaveState(std::string* out) const {
     put(thread);
     put(taken.size());
     for (const auto& [start, r] : taken) {
-      for (uint64_t v : {start, r.end - start, r.stack}) put(v);
+      for (uint64_t v : {start, r.end - start, r.stack, uint64_t{r.counted}}) put(v);
     }
   }
   uint64_t threads_with_last = 0;
@@ -850,7 +942,10 @@ void Replayer::RestoreState() {
     get(b.count);
     get(b.bytes);
   }
-  for (uint64_t* v : {&live_bytes_, &live_blocks_, &peak_epoch_, &arena_bytes_}) get(*v);
+  for (uint64_t* v : {&live_bytes_, &live_blocks_, &peak_epoch_, &arena_bytes_,
+                      &mapping_live_bytes_, &reserved_bytes_}) {
+    get(*v);
+  }
   uint64_t touched = r.Next(), stack = 0;
   for (uint64_t i = 0; i < touched && r.ok(); ++i) {
     stack += r.Next();
@@ -868,8 +963,8 @@ void Replayer::RestoreState() {
     }
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
-    uint64_t start = r.Next(), size = r.Next();
-    mappings_[start] = {start + size, r.Next()};
+    uint64_t start = r.Next(), size = r.Next(), stack = r.Next();
+    mappings_[start] = {start + size, stack, r.Next() != 0};
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
     uint32_t thread = static_cast<uint32_t>(r.Next());
@@ -881,8 +976,8 @@ void Replayer::RestoreState() {
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
     auto& taken = mremap_pending_[static_cast<uint32_t>(r.Next())];
     for (uint64_t k = 0, m = r.Next(); k < m && r.ok(); ++k) {
-      uint64_t start = r.Next(), size = r.Next();
-      taken.push_back({start, {start + size, r.Next()}});
+      uint64_t start = r.Next(), size = r.Next(), stack = r.Next();
+      taken.push_back({start, {start + size, stack, r.Next() != 0}});
     }
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
@@ -920,10 +1015,13 @@ void Replayer::Finish() {
       s.stats.peak_bytes = s.live_bytes;
       s.stats.peak_blocks = s.live_blocks;
       s.stats.python_peak_bytes = s.python_live_bytes;
+      s.stats.mapping_peak_bytes = s.mapping_live_bytes;
     }
     s.stats.leaked_bytes = s.live_bytes;
     s.stats.leaked_blocks = s.live_blocks;
     s.stats.python_leaked_bytes = s.python_live_bytes;
+    s.stats.mapping_leaked_bytes = s.mapping_live_bytes;
+    p_->totals.mapping_at_peak_bytes += s.stats.mapping_peak_bytes;
     for (uint64_t* count : {&s.stats.allocations, &s.stats.peak_blocks, &s.stats.leaked_blocks,
                             &s.stats.temporary}) {
       *count = WholeBlocks(*count);
@@ -941,7 +1039,8 @@ void Replayer::Finish() {
   for (auto& [stack, h] : p_->stack_size_histograms) {
     for (SizeBucket& b : h) b.count = WholeBlocks(b.count);
   }
-  for (const auto& [start, region] : mappings_) p_->totals.mmap_leaked_bytes += region.end - start;
+  p_->totals.mapping_leaked_bytes = mapping_live_bytes_;
+  p_->totals.reserved_bytes = reserved_bytes_;
 }
 
 

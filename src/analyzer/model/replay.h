@@ -4,7 +4,9 @@
 // analyzer knows, per call stack, what was allocated, what was live at the peak of the whole
 // heap, and what was still live at the end. The result, a Profile, is what every view reads.
 //
-// "Heap in use" counts malloc-family blocks and anonymous mappings (docs/architecture.md).
+// "In use" counts the heap (malloc-family blocks and Python's allocator) and the program's
+// own anonymous mappings, the parts of them it can access (format::MappingCounts): PROT_NONE
+// reservations are address space, not memory (docs/architecture.md). Both are kept apart too.
 // Runs on: the analyzer's main thread.
 #pragma once
 
@@ -32,6 +34,11 @@ struct StackStats {
   uint64_t python_allocated_bytes = 0;
   uint64_t python_peak_bytes = 0;
   uint64_t python_leaked_bytes = 0;
+  // The parts that were anonymous mappings the program made itself (mmap, or a reservation's
+  // range that mprotect committed); the rest, heap, is the malloc family and Python's.
+  uint64_t mapping_allocated_bytes = 0;
+  uint64_t mapping_peak_bytes = 0;
+  uint64_t mapping_leaked_bytes = 0;
   // Temporary allocations: freed by the thread that made them before it allocated anything
   // else (a buffer made, used and dropped at once, the pattern worth hoisting or reusing).
   uint64_t temporary = 0;
@@ -49,6 +56,9 @@ struct StackStats {
     python_allocated_bytes += o.python_allocated_bytes;
     python_peak_bytes += o.python_peak_bytes;
     python_leaked_bytes += o.python_leaked_bytes;
+    mapping_allocated_bytes += o.mapping_allocated_bytes;
+    mapping_peak_bytes += o.mapping_peak_bytes;
+    mapping_leaked_bytes += o.mapping_leaked_bytes;
   }
 };
 
@@ -61,12 +71,22 @@ struct Totals {
   uint64_t peak_seq = 0;
   uint64_t leaked_bytes = 0;
   uint64_t leaked_blocks = 0;
-  uint64_t mmap_leaked_bytes = 0;  // part of leaked_bytes held in anonymous mappings
   // In use at the snapshot but kept by the C/C++ runtime for the life of the process, once
   // SetRuntimeApart (runtime_allocations.h) has taken them out of leaked_*.
   uint64_t runtime_bytes = 0;
   uint64_t runtime_blocks = 0;
   uint64_t python_allocated_bytes = 0;  // part of allocated_bytes from Python's allocator
+  // The heap (malloc family, Python's allocator) and the mappings apart (StackStats): each
+  // one's own peak (the highest it reached, at whatever moment), its part of peak_bytes (the two
+  // add up to it), and its part of leaked_bytes and allocated_bytes.
+  uint64_t heap_peak_bytes = 0;
+  uint64_t mapping_peak_bytes = 0;
+  uint64_t mapping_at_peak_bytes = 0;
+  uint64_t mapping_leaked_bytes = 0;
+  uint64_t mapping_allocated_bytes = 0;
+  // Address space the program's anonymous mappings reserved (PROT_NONE) at the snapshot: in no
+  // figure above.
+  uint64_t reserved_bytes = 0;
   // pymalloc's arenas: memory Python's small-object allocator holds from the system, apart
   // from the objects in them (which the totals above count).
   uint64_t arena_peak_bytes = 0;
@@ -133,9 +153,15 @@ struct AddressRegion {
   uint64_t in_use_bytes = 0;
   uint64_t blocks = 0;
   uint64_t largest_gap = 0;  // the largest free stretch between two of its blocks
-  bool mapping = false;      // an anonymous mapping the program made itself (else heap blocks)
+  // Heap blocks, anonymous mappings the program made itself, or their reserved (PROT_NONE)
+  // ranges, which hold no bytes in use.
+  enum Kind { kHeap, kMapping, kReserved } kind = kHeap;
   uint64_t top_stack = 0;    // the stack holding most of its bytes
 };
+inline const char* RegionKindName(AddressRegion::Kind kind) {
+  if (kind == AddressRegion::kHeap) return "heap";
+  return kind == AddressRegion::kMapping ? "mapping" : "reserved";
+}
 
 // What a replay gathers besides the always-on figures.
 struct ReplayOptions {

@@ -125,10 +125,43 @@ TEST(Replay, PartialMunmapKeepsTheRest) {
   Profile p = Load(b.File(true));
   EXPECT_EQ(p.totals.peak_bytes, 0x9000u);  // after the mremap grew it: 0x1000 + 0x8000
   EXPECT_EQ(p.totals.leaked_bytes, 0x1000u + 0x8000u);
-  EXPECT_EQ(p.totals.mmap_leaked_bytes, 0x9000u);
+  EXPECT_EQ(p.totals.mapping_leaked_bytes, 0x9000u);
   EXPECT_EQ(p.stacks[4].leaked_bytes, 0x1000u);
   EXPECT_EQ(p.stacks[3].leaked_bytes, 0x8000u);
   EXPECT_EQ(p.stacks[4].allocations, 1u);  // splitting is not allocating
+}
+
+// A runtime's reservation (issue 25): only the accessible pieces count, from the mprotect
+// that commits them, at its stack; MAP_FIXED over a committed piece replaces it.
+TEST(Replay, ReservedRangesCountOnlyOnceCommitted) {
+  CaptureBuilder b;
+  b.Add(EventKind::kMalloc, 0xa0, 100, 1);
+  b.Add(EventKind::kMmapReserved, 0x100000, 0x100000, 2);  // 1 MiB of address space
+  b.Add(EventKind::kProtect, 0x100000, 0x8000, 3);         // commit 32 KiB
+  b.Add(EventKind::kProtect, 0x108000, 0x4000, 4);         // and 16 KiB after it
+  b.Add(EventKind::kProtect, 0x100000, 0x8000, 4);         // RW to RX: still the same memory
+  b.Add(EventKind::kProtect, 0x900000, 0x1000, 4);         // not a tracked mapping: ignored
+  b.Add(EventKind::kMmap, 0x10a000, 0x4000, 2);  // MAP_FIXED: half over the 16 KiB, half reserved
+  b.Add(EventKind::kProtectNone, 0x102000, 0x6000);        // decommit 24 KiB of the 32
+  b.Add(EventKind::kMunmap, 0x10a000, 0xf6000);            // the MAP_FIXED range and the rest
+  Profile p = Load(b.File(true));
+  EXPECT_EQ(p.totals.peak_bytes, 100u + 0x8000 + 0x2000 + 0x4000);
+  EXPECT_EQ(p.totals.peak_seq, 6u);
+  EXPECT_EQ(p.totals.leaked_bytes, 100u + 0x2000 + 0x2000);
+  EXPECT_EQ(p.totals.heap_peak_bytes, 100u);
+  EXPECT_EQ(p.totals.mapping_peak_bytes, 0xe000u);
+  EXPECT_EQ(p.totals.mapping_at_peak_bytes, 0xe000u);
+  EXPECT_EQ(p.totals.mapping_leaked_bytes, 0x4000u);
+  EXPECT_EQ(p.totals.mapping_allocated_bytes, 0x8000u + 0x4000 + 0x4000);
+  EXPECT_EQ(p.totals.reserved_bytes, 0x6000u);
+  EXPECT_EQ(p.totals.allocations, 4u);  // the malloc, two commits, the MAP_FIXED mapping
+  EXPECT_EQ(p.stacks[2].allocated_bytes, 0x4000u);  // the MAP_FIXED mapping, not the reservation
+  EXPECT_EQ(p.stacks[3].peak_bytes, 0x8000u);
+  EXPECT_EQ(p.stacks[3].leaked_bytes, 0x2000u);
+  EXPECT_EQ(p.stacks[3].mapping_leaked_bytes, 0x2000u);
+  EXPECT_EQ(p.stacks[4].allocated_bytes, 0x4000u);
+  EXPECT_EQ(p.stacks[4].peak_bytes, 0x2000u);
+  EXPECT_EQ(p.stacks[1].mapping_peak_bytes, 0u);
 }
 
 TEST(Replay, OutOfOrderThreadsAreReorderedBySeq) {

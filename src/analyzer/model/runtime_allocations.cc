@@ -163,9 +163,10 @@ void SetRuntimeApart(StackResolver* resolver, Profile* p) {
     t.runtime_blocks += stats.leaked_blocks;
     t.leaked_bytes -= std::min(t.leaked_bytes, stats.leaked_bytes);
     t.leaked_blocks -= std::min(t.leaked_blocks, stats.leaked_blocks);
+    t.mapping_leaked_bytes -= std::min(t.mapping_leaked_bytes, stats.mapping_leaked_bytes);
     stats.leaked_bytes = stats.leaked_blocks = stats.python_leaked_bytes = 0;
+    stats.mapping_leaked_bytes = 0;
   }
-  t.mmap_leaked_bytes = std::min(t.mmap_leaked_bytes, t.leaked_bytes);
   for (size_t r = 0; r < shares.size(); ++r) {
     if (shares[r].blocks == 0) continue;
     shares[r].rule = &kRuntimeRules[r];

@@ -97,7 +97,12 @@ void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* 
   t.peak_blocks = sum.peak_blocks;
   t.leaked_bytes = sum.leaked_bytes;
   t.leaked_blocks = sum.leaked_blocks;
-  t.mmap_leaked_bytes = std::min(t.mmap_leaked_bytes, t.leaked_bytes);
+  t.mapping_allocated_bytes = sum.mapping_allocated_bytes;
+  t.mapping_at_peak_bytes = sum.mapping_peak_bytes;
+  t.mapping_leaked_bytes = sum.mapping_leaked_bytes;
+  // Each one's own peak is not per stack: its part of the kept stacks' peak, as peak_bytes is.
+  t.mapping_peak_bytes = sum.mapping_peak_bytes;
+  t.heap_peak_bytes = sum.peak_bytes - sum.mapping_peak_bytes;
   if (per_stack_sizes) p->size_histogram.assign(kSizeBuckets, SizeBucket{});
   for (const auto& [id, h] : p->stack_size_histograms) {
     for (size_t b = 0; b < h.size() && b < p->size_histogram.size(); ++b) {

@@ -41,10 +41,11 @@ struct StackFilter {
 // Drops from the profile every stack the filter does not keep: its StackStats, its size
 // histogram, its share of every checkpoint. Then recomputes, from the stacks left, the totals
 // a stack knows (allocations, allocated, python allocated, temporary, peak = the kept stacks'
-// bytes at the moment of the global peak, in use) and the overall size histogram (when the
-// replay kept per-stack histograms, ReplayOptions::stack_size_histograms). frees and
-// mmap_leaked_bytes are not per stack: they keep their unfiltered values (mmap_leaked_bytes
-// capped at the filtered in-use bytes). No-op for an empty filter.
+// bytes at the moment of the global peak, in use, the mappings' parts of them) and the overall
+// size histogram (when the replay kept per-stack histograms,
+// ReplayOptions::stack_size_histograms). The heap's and the mappings' own peaks become their
+// parts of that peak. frees and reserved_bytes are not per stack: they keep their unfiltered
+// values. No-op for an empty filter.
 void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* profile);
 
 // Reads a suppressions file: one FramePattern per line; blank lines and lines starting with
