@@ -97,7 +97,6 @@ class Replayer : public format::RecordVisitor {
   // a second index: count OS threads, not indices.
   void OnThread(const format::ThreadRecord& r) override {
     if (tids_.insert(r.tid).second) ++p_->thread_count;
-    if (r.index >= tid_of_.size()) tid_of_.resize(r.index + 1);
     tid_of_[r.index] = r.tid;
   }
   void OnStackNode(const format::StackNodeRecord& r) override {
@@ -200,7 +199,7 @@ class Replayer : public format::RecordVisitor {
   };
   std::vector<SegmentSpan> loaded_spans_;
   std::unordered_set<uint64_t> tids_;
-  std::vector<uint64_t> tid_of_;  // by thread index
+  std::unordered_map<uint64_t, uint64_t> tid_of_;  // by thread index (any, in a damaged capture)
   AddressMap other_threads_;  // ReplayOptions::thread: live blocks of the threads left out
   AddressMap heap_;
   std::map<uint64_t, Region> mappings_;  // anonymous mappings by start address
@@ -490,7 +489,8 @@ void Replayer::CountSize(uint64_t stack, uint64_t size, Weight w) {
 // ReplayOptions::thread: true for an event that belongs to a thread left out (an allocation it
 // made, or the free or realloc of a block it allocated).
 bool Replayer::LeftOut(const format::Event& e) {
-  bool other = e.thread >= tid_of_.size() || tid_of_[e.thread] != options_.thread;
+  auto tid = tid_of_.find(e.thread);
+  bool other = tid == tid_of_.end() || tid->second != options_.thread;
   LiveBlock block;
   switch (e.kind) {
     case EventKind::kFree:

@@ -354,6 +354,7 @@ TEST(Replay, FullCapturesStayExact) {
 // vectors, so they must not size them. The events still count, the stack as none.
 TEST(Replay, DamagedStackIdsAndThreadIndexesDoNotSizeTables) {
   CaptureBuilder b;
+  b.encoder().Thread({uint64_t{1} << 40, 77});  // a thread record's index sized a table too
   b.Add(EventKind::kMalloc, 0xa0, 100, uint64_t{1} << 62);  // no capture holds that stack
   b.Add(EventKind::kMalloc, 0xb0, 200, 1, 0xfffffff0u);     // nor that many threads
   b.Add(EventKind::kFree, 0xb0, 0, 0, 0xfffffff0u);
@@ -363,6 +364,7 @@ TEST(Replay, DamagedStackIdsAndThreadIndexesDoNotSizeTables) {
   EXPECT_EQ(p.totals.leaked_bytes, 100u);
   EXPECT_EQ(p.stacks[0].leaked_bytes, 100u);
   EXPECT_EQ(p.stacks[1].leaked_bytes, 0u);
+  EXPECT_EQ(p.thread_count, 1u);
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_NE(p.warnings[0].find("1 events name a stack it does not hold"), std::string::npos)
       << p.warnings[0];
