@@ -68,8 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string error, metadata;
       bool ok = format::DecodeRecords(chunks[i], &visitor, &error, mode, &state, &metadata);
       if (!ok && error.empty()) std::abort();  // a failure always says why
-      if (!format::DecodeRecords(metadata, &metadata_visitor, &error,
-                                 format::EventDecoding::kSkip, &metadata_state)) {
+      if (!format::DecodeRecords(metadata, &metadata_visitor, &error, format::EventDecoding::kSkip,
+                                 &metadata_state)) {
         std::abort();  // the metadata kept of a chunk must read back
       }
       if (!ok) break;  // a reader stops at a corrupt chunk
