@@ -26,6 +26,9 @@ std::string EncodeFileHeader();
 
 class ChunkCompressor {
  public:
+  // A level that stores every chunk as it is (Codec::kRaw): the fuzzers' seed captures, whose
+  // records a mutation can then reach (tests/fuzz).
+  static constexpr int kStoreRaw = -1000000;
   explicit ChunkCompressor(int zstd_level = 1);
   ~ChunkCompressor();
   ChunkCompressor(const ChunkCompressor&) = delete;

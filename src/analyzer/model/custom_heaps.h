@@ -73,7 +73,11 @@ class CustomHeaps {
   // Calls fn(heap id, address, block) for every live block.
   template <typename Fn>
   void ForEachLive(Fn&& fn) const {
-    for (const auto& [id, h] : heaps_) h.live.ForEach([&](uint64_t a, const LiveBlock& b) { fn(id, a, b); });
+    // Not a structured binding: a lambda may capture one only from clang 16 on (the fuzz build).
+    for (const auto& entry : heaps_) {
+      const uint32_t id = entry.first;
+      entry.second.live.ForEach([&](uint64_t a, const LiveBlock& b) { fn(id, a, b); });
+    }
   }
 
   std::vector<HeapFigures> Figures() const;  // in creation order

@@ -109,7 +109,6 @@ class Replayer : public format::RecordVisitor {
   // a second index: count OS threads, not indices.
   void OnThread(const format::ThreadRecord& r) override {
     if (tids_.insert(r.tid).second) ++p_->thread_count;
-    if (r.index >= tid_of_.size()) tid_of_.resize(r.index + 1);
     tid_of_[r.index] = r.tid;
   }
   void OnStackNode(const format::StackNodeRecord& r) override {
@@ -191,6 +190,11 @@ class Replayer : public format::RecordVisitor {
     return slot ? states_[slot] : NewState(stack);
   }
   StackState& NewState(uint64_t stack);  // the first event of a stack
+  // Stack ids index vectors (slot_of_), so a damaged capture's must not be any number: at most
+  // kStackSlack past the nodes read so far (tests write events without their nodes).
+  static constexpr uint64_t kStackSlack = uint64_t{1} << 20;
+  bool PlausibleStack(uint64_t stack) const { return stack < p_->nodes.size() + kStackSlack; }
+  uint64_t implausible_stacks_ = 0;  // events whose stack was not
   void Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain = Domain::kNative);
   void Release(uint64_t stack, Weight w, Domain domain = Domain::kNative);
   void Touch(StackState& s);
@@ -209,7 +213,7 @@ class Replayer : public format::RecordVisitor {
   };
   std::vector<SegmentSpan> loaded_spans_;
   std::unordered_set<uint64_t> tids_;
-  std::vector<uint64_t> tid_of_;  // by thread index
+  std::unordered_map<uint64_t, uint64_t> tid_of_;  // by thread index (any, in a damaged capture)
   AddressMap other_threads_;  // ReplayOptions::thread: live blocks of the threads left out
   AddressMap heap_;
   std::map<uint64_t, Region> mappings_;  // anonymous mappings (and pieces) by start address
@@ -241,8 +245,13 @@ class Replayer : public format::RecordVisitor {
   size_t next_checkpoint_ = 0;
   std::deque<std::pair<size_t, format::TimeRecord>> pending_checkpoints_;
   // By thread index: the address (0: none) and stack of the thread's last allocation.
+  // Indexes are small and dense as the agent gives them; a damaged capture's may be anything,
+  // and those past kDenseThreads go to a map rather than size the vector.
+  static constexpr uint32_t kDenseThreads = 1 << 16;
   std::vector<std::pair<uint64_t, uint64_t>> last_alloc_;
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> sparse_last_alloc_;
   std::pair<uint64_t, uint64_t>& LastAlloc(uint32_t thread) {
+    if (thread >= kDenseThreads) return sparse_last_alloc_[thread];
     if (thread >= last_alloc_.size()) last_alloc_.resize(thread + 1, {0, 0});
     return last_alloc_[thread];
   }
@@ -291,6 +300,7 @@ void Replayer::StartOver() {
   pending_checkpoints_.clear();
   next_checkpoint_ = 0;
   last_alloc_.clear();
+  sparse_last_alloc_.clear();
   since_checkpoint_ = 0;
   if (index_writer_) index_writer_->DropCheckpoints();  // the index is the last image's
   custom_heaps_ = CustomHeaps();
@@ -550,7 +560,8 @@ void Replayer::CountSize(uint64_t stack, uint64_t size, Weight w) {
 // ReplayOptions::thread: true for an event that belongs to a thread left out (an allocation it
 // made, or the free or realloc of a block it allocated).
 bool Replayer::LeftOut(const format::Event& e) {
-  bool other = e.thread >= tid_of_.size() || tid_of_[e.thread] != options_.thread;
+  auto tid = tid_of_.find(e.thread);
+  bool other = tid == tid_of_.end() || tid->second != options_.thread;
   LiveBlock block;
   switch (e.kind) {
     case EventKind::kFree:
@@ -593,6 +604,12 @@ void Replayer::Upcoming(const format::Event& e) {
 }
 
 void Replayer::OnEvent(const format::Event& e) {
+  if (!PlausibleStack(e.stack)) [[unlikely]] {  // damage: the event counts, without its stack
+    ++implausible_stacks_;
+    format::Event without = e;
+    without.stack = 0;
+    return OnEvent(without);
+  }
   if (resume_pending_) RestoreState();
   if (e.kind == EventKind::kMarker || e.kind == EventKind::kSnapshot) {  // all, for timelines
     p_->markers.push_back({p_->StringOf(e.address), e.size ? p_->StringOf(e.size) : "",
@@ -920,12 +937,16 @@ void Replayer::SaveState(std::string* out) const {
       for (uint64_t v : {start, r.end - start, r.stack, uint64_t{r.counted}}) put(v);
     }
   }
-  uint64_t threads_with_last = 0;
-  for (const auto& alloc : last_alloc_) threads_with_last += alloc.first != 0;
-  put(threads_with_last);
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> with_last;  // by thread
   for (uint64_t thread = 0; thread < last_alloc_.size(); ++thread) {
-    const auto& alloc = last_alloc_[thread];
-    if (alloc.first) for (uint64_t v : {thread, alloc.first, alloc.second}) put(v);
+    if (last_alloc_[thread].first) with_last[thread] = last_alloc_[thread];
+  }
+  for (const auto& [thread, alloc] : sparse_last_alloc_) {
+    if (alloc.first) with_last[thread] = alloc;
+  }
+  put(with_last.size());
+  for (const auto& [thread, alloc] : with_last) {
+    for (uint64_t v : {thread, alloc.first, alloc.second}) put(v);
   }
 }
 
@@ -935,6 +956,11 @@ void Replayer::RestoreState() {
   resume_pending_ = false;
   StateReader r(resume_state_);
   auto get = [&r](uint64_t& v) { v = r.Next(); };
+  // A damaged index may name any stack (PlausibleStack).
+  auto stack_id = [&](uint64_t id) {
+    if (!PlausibleStack(id)) r.Fail();
+    return r.ok() ? id : 0;
+  };
   uint64_t dropped = p_->totals.dropped_events;
   TotalsFields(p_->totals, get);
   p_->totals.dropped_events = dropped;
@@ -949,6 +975,7 @@ void Replayer::RestoreState() {
   uint64_t touched = r.Next(), stack = 0;
   for (uint64_t i = 0; i < touched && r.ok(); ++i) {
     stack += r.Next();
+    if (stack_id(stack) != stack) break;
     StateFields(State(stack), get);
   }
   for (AddressMap* map : {&heap_, &arenas_}) {
@@ -957,33 +984,34 @@ void Replayer::RestoreState() {
       address += r.Next();
       LiveBlock b;
       b.size = r.Next();
-      b.stack = r.Next();
+      b.stack = stack_id(r.Next());
       b.python = r.Next() != 0;
-      map->Insert(address, b);
+      if (r.ok()) map->Insert(address, b);
     }
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
-    uint64_t start = r.Next(), size = r.Next(), stack = r.Next();
+    uint64_t start = r.Next(), size = r.Next(), stack = stack_id(r.Next());
     mappings_[start] = {start + size, stack, r.Next() != 0};
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
     uint32_t thread = static_cast<uint32_t>(r.Next());
     LiveBlock& b = realloc_pending_[thread];
     b.size = r.Next();
-    b.stack = r.Next();
+    b.stack = stack_id(r.Next());
     b.python = r.Next() != 0;
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
     auto& taken = mremap_pending_[static_cast<uint32_t>(r.Next())];
     for (uint64_t k = 0, m = r.Next(); k < m && r.ok(); ++k) {
-      uint64_t start = r.Next(), size = r.Next(), stack = r.Next();
+      uint64_t start = r.Next(), size = r.Next(), stack = stack_id(r.Next());
       taken.push_back({start, {start + size, stack, r.Next() != 0}});
     }
   }
   for (uint64_t i = 0, n = r.Next(); i < n && r.ok(); ++i) {
     uint32_t thread = static_cast<uint32_t>(r.Next());
     uint64_t address = r.Next();
-    LastAlloc(thread) = {address, r.Next()};
+    uint64_t stack = stack_id(r.Next());
+    if (r.ok()) LastAlloc(thread) = {address, stack};
   }
   if (!r.ok() || !r.AtEnd()) p_->warnings.push_back("the snapshot index is damaged: delete " + p_->path + ".index");
   // The state's timeline held every mark up to its event; marks read since are still due.
@@ -994,6 +1022,10 @@ void Replayer::RestoreState() {
 
 void Replayer::Finish() {
   if (resume_pending_) RestoreState();
+  if (implausible_stacks_) {
+    p_->warnings.push_back("the capture is damaged: " + std::to_string(implausible_stacks_) +
+                           " events name a stack it does not hold, counted without their stack");
+  }
   TakeTimelinePoints(UINT64_MAX);
   TakeCheckpoints(stopped_early() ? stop_seq_ : UINT64_MAX);
   for (Checkpoint& c : p_->checkpoints) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analyzer/model/snapshot_index.h"
 #include "format/chunk.h"
 #include "format/record_encoder.h"
 
@@ -380,6 +381,65 @@ TEST(Replay, FullCapturesStayExact) {
   EXPECT_EQ(p.totals.allocations, 5u);
   EXPECT_EQ(p.totals.frees, 1u);
   EXPECT_EQ(p.totals.leaked_blocks, 4u);
+}
+
+// A damaged capture (found by tests/fuzz) may name any stack and any thread index: they index
+// vectors, so they must not size them. The events still count, the stack as none.
+TEST(Replay, DamagedStackIdsAndThreadIndexesDoNotSizeTables) {
+  CaptureBuilder b;
+  b.encoder().Thread({uint64_t{1} << 40, 77});  // a thread record's index sized a table too
+  b.Add(EventKind::kMalloc, 0xa0, 100, uint64_t{1} << 62);  // no capture holds that stack
+  b.Add(EventKind::kMalloc, 0xb0, 200, 1, 0xfffffff0u);     // nor that many threads
+  b.Add(EventKind::kFree, 0xb0, 0, 0, 0xfffffff0u);
+  Profile p = Load(b.File(true));
+  EXPECT_EQ(p.totals.allocations, 2u);
+  EXPECT_EQ(p.totals.allocated_bytes, 300u);
+  EXPECT_EQ(p.totals.leaked_bytes, 100u);
+  EXPECT_EQ(p.stacks[0].leaked_bytes, 100u);
+  EXPECT_EQ(p.stacks[1].leaked_bytes, 0u);
+  EXPECT_EQ(p.thread_count, 1u);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("1 events name a stack it does not hold"), std::string::npos)
+      << p.warnings[0];
+}
+
+// A damaged snapshot index: sizes that wrap around, or that claim more than the compressed
+// frame holds, are refused before anything is allocated for them.
+TEST(SnapshotIndex, DamagedSizesAreRefusedNotAllocated) {
+  CaptureBuilder b;
+  for (uint64_t i = 0; i < 8; ++i) b.Add(EventKind::kMalloc, 0x100 * (i + 1), 10, 1);
+  const std::string path = Save(b.File(true));
+  setenv("MEMLENS_INDEX_SPACING", "2", 1);
+  setenv("XDG_CACHE_HOME", "/nonexistent", 1);
+  SnapshotIndex index;
+  std::string error, state;
+  ASSERT_TRUE(BuildSnapshotIndex(path, &index, &error)) << error;
+  ASSERT_TRUE(LoadSnapshotIndex(path, &index));
+  ASSERT_FALSE(index.checkpoints.empty());
+  IndexCheckpoint claimed = index.checkpoints[0];
+  claimed.raw_size = uint64_t{1} << 40;  // the frame says otherwise
+  EXPECT_FALSE(ReadCheckpointState(index, claimed, &state));
+  claimed = index.checkpoints[0];
+  claimed.blob_size = ~uint64_t{0} - claimed.blob_offset + 1;  // offset + size wraps to 0
+  EXPECT_FALSE(ReadCheckpointState(index, claimed, &state));
+  EXPECT_TRUE(ReadCheckpointState(index, index.checkpoints[0], &state));
+
+  // The trailer's table offset and size add up to the file's size only by wrapping around.
+  std::FILE* f = std::fopen(index.path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(fseeko(f, 0, SEEK_END), 0);
+  const uint64_t file_size = ftello(f), stored_size = ~uint64_t{0} - 7,
+                 table_offset = file_size - 32 - stored_size;  // modulo 2^64
+  ASSERT_EQ(fseeko(f, file_size - 32, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(&table_offset, 8, 1, f), 1u);
+  ASSERT_EQ(std::fwrite(&stored_size, 8, 1, f), 1u);
+  std::fclose(f);
+  SnapshotIndex damaged;
+  EXPECT_FALSE(LoadSnapshotIndex(path, &damaged));
+  unsetenv("MEMLENS_INDEX_SPACING");
+  unsetenv("XDG_CACHE_HOME");
+  std::remove(index.path.c_str());
+  std::remove(path.c_str());
 }
 
 }  // namespace

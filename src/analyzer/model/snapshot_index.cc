@@ -43,13 +43,32 @@ bool Compress(std::string_view raw, std::string* out) {
   return true;
 }
 
+// The sizes come from the index file, which may be damaged: memory grows with what the frame
+// really holds (its header must announce raw_size), never with a size merely claimed.
 bool Decompress(std::string_view stored, uint64_t raw_size, std::string* out) {
-  out->resize(raw_size);
-  size_t n = ZSTD_decompress(out->data(), raw_size, stored.data(), stored.size());
-  return !ZSTD_isError(n) && n == raw_size;
+  if (ZSTD_getFrameContentSize(stored.data(), stored.size()) != raw_size) return false;
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  ZSTD_inBuffer in{stored.data(), stored.size(), 0};
+  out->clear();
+  for (;;) {
+    size_t have = out->size();
+    out->resize(std::min<uint64_t>(raw_size, std::max<uint64_t>(2 * have, 1 << 16)));
+    ZSTD_outBuffer o{out->data(), out->size(), have};
+    size_t left = ZSTD_decompressStream(dctx.get(), &o, &in);
+    out->resize(o.pos);
+    if (ZSTD_isError(left)) return false;
+    if (left == 0) return o.pos == raw_size && in.pos == in.size;  // the frame, whole
+    if (o.pos == raw_size || (in.pos == in.size && o.pos < o.size)) return false;
+  }
+}
+
+// [offset, offset + size) lies within [0, limit), without overflow.
+bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
+  return offset <= limit && size <= limit - offset;
 }
 
 bool ReadAt(std::FILE* f, uint64_t offset, uint64_t size, std::string* out) {
+  if (fseeko(f, 0, SEEK_END) != 0 || !Within(offset, size, ftello(f))) return false;
   out->resize(size);
   return fseeko(f, static_cast<off_t>(offset), SEEK_SET) == 0 &&
          std::fread(out->data(), 1, size, f) == size;
@@ -157,7 +176,8 @@ bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
     }
     uint64_t table_offset = GetFixed64(trailer.data()), stored_size = GetFixed64(trailer.data() + 8),
              raw_size = GetFixed64(trailer.data() + 16);
-    if (table_offset + stored_size + kTrailerSize != static_cast<uint64_t>(file_size) ||
+    if (!Within(table_offset, stored_size, file_size - kTrailerSize) ||
+        table_offset + stored_size + kTrailerSize != static_cast<uint64_t>(file_size) ||
         raw_size > (uint64_t{1} << 34) || !ReadAt(f.get(), table_offset, stored_size, &stored) ||
         !Decompress(stored, raw_size, &table)) {
       continue;
@@ -201,7 +221,8 @@ bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
       c.blob_offset = r.Next();
       c.blob_size = r.Next();
       c.raw_size = r.Next();
-      if (c.timeline_points > out.timeline.size() || c.blob_offset + c.blob_size > table_offset) {
+      if (c.timeline_points > out.timeline.size() ||
+          !Within(c.blob_offset, c.blob_size, table_offset)) {
         r = StateReader("");  // implausible: treat the index as corrupt
         break;
       }
@@ -217,8 +238,8 @@ bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
     e.state.seq = UINT64_MAX;
     e.damage = r.Text();
     if (e.state.timeline_points > out.timeline.size() ||
-        e.state.blob_offset + e.state.blob_size > table_offset ||
-        e.metadata_offset + e.metadata_size > table_offset) {
+        !Within(e.state.blob_offset, e.state.blob_size, table_offset) ||
+        !Within(e.metadata_offset, e.metadata_size, table_offset)) {
       continue;
     }
     if (!r.ok() || !r.AtEnd()) continue;

@@ -156,6 +156,7 @@ class StateReader {
   uint64_t Next();
   std::string Text();  // a varint length, then the bytes
   bool ok() const { return ok_; }
+  void Fail() { ok_ = false; }  // the caller found a value implausible
   bool AtEnd() const { return p_ == end_; }
 
  private:
