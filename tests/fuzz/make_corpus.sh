@@ -23,6 +23,7 @@ record native "$programs/known_peak"
 record threads "$programs/two_threads"
 record realloc "$programs/realloc_chain"
 record mmap "$programs/mmap_anon"
+record reserve "$programs/reserve_commit"  # PROT_NONE reservations, mprotect
 record dlopen "$programs/dlopen_plugin" "$programs/plugin_alloc.so"
 record exec "$programs/exec_other" "$programs/known_peak"
 record heaps "$build/examples/foo_pool"
