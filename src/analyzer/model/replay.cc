@@ -101,6 +101,8 @@ class Replayer : public format::RecordVisitor {
     IndexLoadedSegments();
   }
   void OnModuleUnload(const format::ModuleUnloadRecord& r) override {
+    // No such module loaded: a damaged capture's record, which names nothing to unload.
+    if (std::find(loaded_.begin(), loaded_.end(), r.id) == loaded_.end()) return;
     loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), r.id), loaded_.end());
     unloaded_.push_back(r.id);
     IndexLoadedSegments();
