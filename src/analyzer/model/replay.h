@@ -10,6 +10,7 @@
 // Runs on: the analyzer's main thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -128,13 +129,16 @@ struct TimelinePoint {
   uint64_t heap_bytes = 0;  // malloc-family blocks and anonymous mappings in use
 };
 
-// Allocation sizes in log2 buckets: bucket b holds sizes in [2^b, 2^(b+1)) (0 holds 0 and 1).
+// Allocation sizes in log2 buckets: bucket b holds sizes in [2^b, 2^(b+1)) (0 holds 0 and 1);
+// the last one also holds every larger size, which only a damaged capture claims.
 inline constexpr int kSizeBuckets = 48;
 struct SizeBucket {
   uint64_t count = 0;
   uint64_t bytes = 0;
 };
-inline int SizeBucketOf(uint64_t size) { return size < 2 ? 0 : 63 - __builtin_clzll(size); }
+inline int SizeBucketOf(uint64_t size) {
+  return size < 2 ? 0 : std::min(63 - __builtin_clzll(size), kSizeBuckets - 1);
+}
 using SizeHistogram = std::vector<SizeBucket>;  // kSizeBuckets entries
 
 // What was live per stack at a moment, taken in the same pass as everything else.

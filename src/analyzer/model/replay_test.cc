@@ -443,4 +443,15 @@ TEST(SnapshotIndex, DamagedSizesAreRefusedNotAllocated) {
 }
 
 }  // namespace
+
+// A damaged capture may claim any size: it lands in the last bucket, never past the table (the
+// fuzzer's input corpus/capture/crash-size-past-the-buckets wrote past it).
+TEST(Replay, SizesPastTheLastBucketLandInIt) {
+  EXPECT_EQ(SizeBucketOf((uint64_t{1} << 47) + 1), kSizeBuckets - 1);
+  EXPECT_EQ(SizeBucketOf(uint64_t{1} << 48), kSizeBuckets - 1);
+  EXPECT_EQ(SizeBucketOf(UINT64_MAX), kSizeBuckets - 1);
+  EXPECT_EQ(SizeBucketOf(4096), 12);
+}
+
 }  // namespace memlens::analyzer
+
