@@ -351,6 +351,14 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
 
 // --- child processes: not recorded (docs/agent.md), but counted for the END record ----------
 
+namespace {
+// A spawn's result passed through, its child counted when it started one.
+int CountSpawned(int rc) {
+  if (rc == 0) memlens::agent::CountUnrecordedChild();
+  return rc;
+}
+}  // namespace
+
 __attribute__((visibility("default"))) pid_t fork(void) {
   Enter();
   pid_t pid = real::fork();
@@ -363,9 +371,7 @@ __attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* p
                                                       const posix_spawnattr_t* attr,
                                                       char* const argv[], char* const envp[]) {
   Enter();
-  int rc = real::posix_spawn(pid, path, actions, attr, argv, envp);
-  if (rc == 0) memlens::agent::CountUnrecordedChild();
-  return rc;
+  return CountSpawned(real::posix_spawn(pid, path, actions, attr, argv, envp));
 }
 
 __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
@@ -373,9 +379,7 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* 
                                                        const posix_spawnattr_t* attr,
                                                        char* const argv[], char* const envp[]) {
   Enter();
-  int rc = real::posix_spawnp(pid, file, actions, attr, argv, envp);
-  if (rc == 0) memlens::agent::CountUnrecordedChild();
-  return rc;
+  return CountSpawned(real::posix_spawnp(pid, file, actions, attr, argv, envp));
 }
 
 // --- leaving the process image: finish the capture first -----------------------------------
