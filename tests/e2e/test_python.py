@@ -90,7 +90,8 @@ def test_bytearray_and_a_million_ints_at_their_lines(record_python):
     if python_version() < (3, 12):  # from 3.12 a comprehension runs in its caller's frame (PEP 709)
         assert "<listcomp>" in {row["site"]["function"] for row in ints}
     assert sum(row["leaked_bytes"] for row in ints) == int_bytes
-    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_000
+    # A million ints and the list's array, less the ints 3.14 takes from its free list (<= 100).
+    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_001 - 100
 
 
 def numpy_data_in_python_allocator():
@@ -182,8 +183,8 @@ def test_python_threads_leave_no_unmatched_free(record_python):
     assert summary["totals"]["unmatched_frees"] == 0
     assert summary["anomalies"]["total"] == 0
     row = one_row(r, "ten_threads.py", "thread_block")
-    # Per thread: the int 100_000 + i (freed at once), the bytearray object and its buffer.
-    assert (row["allocations"], row["leaked_blocks"]) == (30, 20)
+    # Per thread: the bytearray object and its buffer.
+    assert (row["allocations"], row["leaked_blocks"]) == (20, 20)
     assert row["leaked_bytes"] == sum(python_size(f"bytearray({100_000 + i})") for i in range(10))
     assert summary["process"]["threads"] == 11
 
