@@ -2,7 +2,7 @@
 // free-threaded (Py_GIL_DISABLED, from the interpreter's pyconfig.h); included by
 // interpreter_frames.h, which says what each function means. What changed since 3.13:
 // - f_executable is a _PyStackRef, a tagged reference: read through the interpreter's own
-//   PyStackRef_AsPyObjectBorrow;
+//   _PyFrame_GetCode (PyStackRef_AsPyObjectBorrow: the tag bits cleared);
 // - the eval loop's entry frame is owned by FRAME_OWNED_BY_INTERPRETER (FRAME_OWNED_BY_CSTACK,
 //   renumbered, is another frame of the interpreter's own): every owner from
 //   FRAME_OWNED_BY_INTERPRETER on is a frame that runs no code of the program;
@@ -36,9 +36,10 @@ inline InterpreterFrame* InnermostFrame() {
 
 inline InterpreterFrame* OuterFrame(InterpreterFrame* frame) { return frame->previous; }
 
+// As in 3.13, by the owner alone (as _PyFrame_IsIncomplete): the interpreter's own frames are
+// FRAME_OWNED_BY_INTERPRETER and FRAME_OWNED_BY_CSTACK; every other frame runs a code object.
 inline bool IsCodeFrame(InterpreterFrame* frame) {
-  return frame->owner < FRAME_OWNED_BY_INTERPRETER &&
-         PyCode_Check(PyStackRef_AsPyObjectBorrow(frame->f_executable));
+  return frame->owner < FRAME_OWNED_BY_INTERPRETER;
 }
 
 inline uintptr_t FramePosition(InterpreterFrame* frame) {
