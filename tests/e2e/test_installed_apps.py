@@ -4,6 +4,7 @@
 application (tests/python/installed_app) is installed by pip from a wheel this test writes,
 without network, so the launcher is pip's own."""
 import os
+import pathlib
 import subprocess
 import sys
 import zipfile
@@ -46,9 +47,11 @@ def installed(tmp_path_factory):
                            "--disable-pip-version-check", "--prefix", str(prefix), str(wheel)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    version = subprocess.run([PYTHON, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    site = prefix / "lib" / f"python{version}" / "site-packages"
+    # lib/python3.13t/site-packages in a free-threaded build: the interpreter says where.
+    site = pathlib.Path(subprocess.run(
+        [PYTHON, "-c", "import sys, sysconfig; print(sysconfig.get_path('purelib', vars="
+         "{'base': sys.argv[1], 'platbase': sys.argv[1]}))", str(prefix)],
+        capture_output=True, text=True, check=True).stdout.strip())
     assert (prefix / "bin" / "lensapp").read_text().splitlines()[-1].strip() == "sys.exit(main())"
     return prefix, site
 
