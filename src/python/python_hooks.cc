@@ -6,12 +6,13 @@
 // its domain, and gives the agent the calling thread's Python frames for every allocation,
 // native ones included.
 //
-// Runs on: application threads, inside allocation hooks: no allocation of our own except when
-// a code object is seen for the first time (under the GIL), no locks. Interned code objects
-// are kept alive (one reference each) so their ids are never reused.
+// Runs on: application threads, inside allocation hooks, with or without a GIL: no allocation
+// of our own except when a code object is seen for the first time, no locks. Interned code
+// objects are kept alive (one reference each) so their ids are never reused.
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -53,34 +54,92 @@ size_t SlotOf(PyCodeObject* code) {
   return (h ^ (h >> 32)) & (kCodeSlots - 1);
 }
 
-// UTF-8 of a str without calling into the interpreter for the common (ASCII) case; otherwise
-// through the API with any pending exception kept intact.
-const char* Utf8(PyObject* text) {
-  if (!text || !PyUnicode_Check(text)) return "";
-  if (PyUnicode_IS_COMPACT_ASCII(text)) return static_cast<const char*>(PyUnicode_DATA(text));
-  PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback);
-  const char* utf8 = PyUnicode_AsUTF8(text);
-  if (!utf8) PyErr_Clear();
-  PyErr_Restore(type, value, traceback);
-  return utf8 ? utf8 : "?";
+// UTF-8 of a str, read from its characters without calling into the interpreter: no
+// allocation, no exception state, and none of the locks a free-threaded build takes to fill a
+// str's UTF-8 cache (a thread that waits on one inside an allocation hook lets a collection run
+// while the block just allocated is not yet an object). Longer text is cut at a character.
+class Utf8Text {
+ public:
+  explicit Utf8Text(PyObject* text) {
+    if (!text || !PyUnicode_Check(text)) return;
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+      text_ = static_cast<const char*>(PyUnicode_DATA(text));
+      return;
+    }
+    const int kind = PyUnicode_KIND(text);
+    const void* data = PyUnicode_DATA(text);
+    size_t n = 0;
+    for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(text); ++i) {
+      const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+      const size_t width = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+      if (n + width >= sizeof(buffer_)) break;
+      if (width == 1) {
+        buffer_[n++] = static_cast<char>(c);
+        continue;
+      }
+      static constexpr unsigned char kLead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+      for (size_t k = width; k-- > 1;) {  // continuation bytes: 6 bits each, lowest last
+        buffer_[n + k] = static_cast<char>(0x80 | ((c >> (6 * (width - 1 - k))) & 0x3F));
+      }
+      buffer_[n] = static_cast<char>(kLead[width] | (c >> (6 * (width - 1))));
+      n += width;
+    }
+    buffer_[n] = '\0';
+    text_ = buffer_;
+  }
+  const char* get() const { return text_; }
+
+ private:
+  const char* text_ = "";
+  char buffer_[1024];
+};
+
+// A slot's id while the thread that claimed it registers the code, and after that failed.
+constexpr uint64_t kFilling = 0;
+constexpr uint64_t kFailed = ~uint64_t{0};
+
+// The id of a slot another thread is filling: a registration takes microseconds (three small
+// mallocs), so the wait is short unless that thread is preempted; past the bound the frame is
+// recorded as unknown code rather than waiting on.
+uint64_t AwaitId(const CodeSlot& slot) {
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint64_t id = slot.id.load(std::memory_order_acquire);
+    if (id != kFilling) return id == kFailed ? 0 : id;
+    if (i < 1024) {
+      __builtin_ia32_pause();
+    } else {
+      sched_yield();  // only while two threads meet a new code object at once
+    }
+  }
+  return 0;
 }
 
-// The id of a code object; a new one is registered only by a thread holding the GIL (the
-// interpreter's lock then serializes insertions, and taking a reference is safe).
+// The id of a code object. A new one is registered by the thread that claims its empty slot
+// with a compare-and-swap: concurrent inserters (free-threaded builds have no GIL to serialize
+// them) either claim another slot or wait for this one's id. Only a thread attached to the
+// interpreter (holding the GIL, or its thread state attached without one) registers, because
+// it takes a reference; others write 0.
 uint64_t CodeId(PyCodeObject* code) {
   for (size_t slot = SlotOf(code);; slot = (slot + 1) & (kCodeSlots - 1)) {
-    PyCodeObject* seen = g_code_slots[slot].code.load(std::memory_order_acquire);
-    if (seen == code) return g_code_slots[slot].id.load(std::memory_order_relaxed);
-    if (seen != nullptr) continue;
-    if (!PyGILState_Check() || g_code_count.load() * 4 > kCodeSlots * 3) return 0;
-    uint64_t id = g_bridge->register_code(Utf8(code->co_filename), Utf8(CodeName(code)),
-                                          static_cast<uint64_t>(code->co_firstlineno));
-    Py_INCREF(code);
-    g_code_slots[slot].id.store(id, std::memory_order_relaxed);
-    g_code_slots[slot].code.store(code, std::memory_order_release);
-    g_code_count.fetch_add(1);
-    return id;
+    CodeSlot& entry = g_code_slots[slot];
+    PyCodeObject* seen = entry.code.load(std::memory_order_acquire);
+    if (seen == nullptr) {
+      if (!PyGILState_Check() ||
+          g_code_count.load(std::memory_order_relaxed) * 4 > kCodeSlots * 3) {
+        return 0;
+      }
+      if (entry.code.compare_exchange_strong(seen, code, std::memory_order_acq_rel)) {
+        g_code_count.fetch_add(1, std::memory_order_relaxed);
+        Py_INCREF(code);  // atomic where there is no GIL
+        Utf8Text file(code->co_filename), name(CodeName(code));
+        uint64_t id = g_bridge->register_code(file.get(), name.get(),
+                                              static_cast<uint64_t>(code->co_firstlineno));
+        entry.id.store(id != 0 ? id : kFailed, std::memory_order_release);
+        return id;
+      }
+      // Another thread took the slot first: `seen` is now what it put there.
+    }
+    if (seen == code) return AwaitId(entry);
   }
 }
 
