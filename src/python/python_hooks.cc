@@ -278,6 +278,23 @@ class InsideAgent {
   bool was_;
 };
 
+// By domain: true where the original allocator is mimalloc (MEM and OBJ of a free-threaded
+// build). While it serves a call, the thread is marked for the agent, which then records the
+// memory mimalloc maps (its arenas) as a figure of its own (python_bridge.h: mimalloc_offset).
+bool g_mimalloc_domain[3] = {false, false, false};
+ptrdiff_t g_mimalloc_offset = 0;
+
+class MimallocScope {
+ public:
+  explicit MimallocScope(void* ctx) : in_mimalloc_(AgentThreadLocal<bool>(g_mimalloc_offset)) {
+    *in_mimalloc_ = g_mimalloc_domain[DomainOf(ctx)];
+  }
+  ~MimallocScope() { *in_mimalloc_ = false; }
+
+ private:
+  bool* in_mimalloc_;
+};
+
 // The real calls, with the thread marked as inside the agent. Out of line, and reached by a
 // tail jump: the short paths then need no frame, and no saved registers, of their own (7 of
 // the 27 instructions of an unguarded pymalloc call went to setting them up and taking them
@@ -285,24 +302,28 @@ class InsideAgent {
 __attribute__((noinline)) void* GuardedMalloc(void* ctx, size_t size) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   InsideAgent guard;
+  MimallocScope scope(ctx);
   return real.malloc(real.ctx, size);
 }
 
 __attribute__((noinline)) void* GuardedCalloc(void* ctx, size_t count, size_t size) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   InsideAgent guard;
+  MimallocScope scope(ctx);
   return real.calloc(real.ctx, count, size);
 }
 
 __attribute__((noinline)) void* GuardedRealloc(void* ctx, void* ptr, size_t size) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   InsideAgent guard;
+  MimallocScope scope(ctx);
   return real.realloc(real.ctx, ptr, size);
 }
 
 __attribute__((noinline)) void GuardedFree(void* ctx, void* ptr) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   InsideAgent guard;
+  MimallocScope scope(ctx);
   real.free(real.ctx, ptr);
 }
 
@@ -311,7 +332,11 @@ __attribute__((noinline)) void GuardedFree(void* ctx, void* ptr) {
 __attribute__((noinline)) void* MallocFull(void* ctx, size_t size, const void* caller) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   if (!g_bridge->enter(caller)) return real.malloc(real.ctx, size);
-  void* p = real.malloc(real.ctx, size);
+  void* p;
+  {
+    MimallocScope scope(ctx);
+    p = real.malloc(real.ctx, size);
+  }
   if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
   g_bridge->leave();
   return p;
@@ -330,7 +355,11 @@ __attribute__((noinline)) void* CallocFull(void* ctx, size_t count, size_t size,
                                            const void* caller) {
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   if (!g_bridge->enter(caller)) return real.calloc(real.ctx, count, size);
-  void* p = real.calloc(real.ctx, count, size);
+  void* p;
+  {
+    MimallocScope scope(ctx);
+    p = real.calloc(real.ctx, count, size);
+  }
   if (p) g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, count * size);
   g_bridge->leave();
   return p;
@@ -352,7 +381,11 @@ __attribute__((noinline)) void* ReallocFull(void* ctx, void* ptr, size_t size,
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   if (!g_bridge->enter(caller)) return real.realloc(real.ctx, ptr, size);
   if (ptr) g_bridge->record_release(static_cast<uint8_t>(EventKind::kReallocOld), ptr, 0);
-  void* p = real.realloc(real.ctx, ptr, size);
+  void* p;
+  {
+    MimallocScope scope(ctx);
+    p = real.realloc(real.ctx, ptr, size);
+  }
   if (p) {
     g_bridge->record_alloc(static_cast<uint8_t>(kDomainKinds[DomainOf(ctx)]), p, size);
   } else if (ptr) {
@@ -373,7 +406,10 @@ __attribute__((noinline)) void FreeFull(void* ctx, void* ptr, const void* caller
   const PyMemAllocatorEx& real = g_original[DomainOf(ctx)];
   if (!ptr || !g_bridge->enter(caller)) return real.free(real.ctx, ptr);
   g_bridge->record_release(static_cast<uint8_t>(EventKind::kFree), ptr, 0);
-  real.free(real.ctx, ptr);
+  {
+    MimallocScope scope(ctx);
+    real.free(real.ctx, ptr);
+  }
   g_bridge->leave();
 }
 
@@ -474,6 +510,9 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   const char* allocator = _PyMem_GetCurrentAllocatorName();
   bool pymalloc = allocator && std::strcmp(allocator, "pymalloc") == 0;
   g_pymalloc_domain[PYMEM_DOMAIN_MEM] = g_pymalloc_domain[PYMEM_DOMAIN_OBJ] = pymalloc;
+  bool mimalloc = allocator && std::strcmp(allocator, "mimalloc") == 0;
+  g_mimalloc_domain[PYMEM_DOMAIN_MEM] = g_mimalloc_domain[PYMEM_DOMAIN_OBJ] = mimalloc;
+  g_mimalloc_offset = bridge->mimalloc_offset;
   static PyMemAllocatorEx wrappers[3];
   for (int domain : {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ}) {
     PyMem_GetAllocator(static_cast<PyMemAllocatorDomain>(domain), &g_original[domain]);

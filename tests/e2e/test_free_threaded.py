@@ -112,3 +112,19 @@ def test_eight_threads_at_once_are_counted_as_tracemalloc_counts(python, tmp_pat
             assert (nbytes, blocks) == expected[marker], (run, marker)
             assert python_bytes == nbytes, (run, marker)
         r.capture.unlink()
+
+
+def test_mimalloc_arenas_are_their_own_figure(python, tmp_path):
+    """mimalloc replaces pymalloc: the address space it maps from inside Python's allocator
+    (an arena of 1 GiB, reserved at its first allocation) is a figure of its own, in no heap
+    total, named as mimalloc's in the summary."""
+    r = record(python, tmp_path, "first_line.py")
+    assert r.proc.returncode == 0, r.proc.stderr
+    totals = r.analyze("summary")["totals"]
+    assert totals["mimalloc_mapped_peak_bytes"] >= 1 << 30
+    assert totals["mimalloc_mapped_at_exit_bytes"] >= 1 << 30  # mimalloc keeps its arenas
+    assert totals["peak_bytes"] < 64 << 20  # the objects in the arena, not the arena again
+    text = subprocess.run([str(MEMLENS), "summary", str(r.capture)], capture_output=True,
+                          text=True, check=True).stdout
+    assert "mimalloc mapped 1.00 GiB of address space at most" in text
+    assert "pymalloc" not in text
