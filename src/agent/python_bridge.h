@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define MEMLENS_PYTHON_BRIDGE_VERSION 4
+#define MEMLENS_PYTHON_BRIDGE_VERSION 5
 
 /* Fills frames[0..max) with the calling thread's Python frames, innermost first, as
  * PythonFrameIp values (src/format/records.h); a frame that began a new run of the eval loop
@@ -74,6 +74,12 @@ struct MemlensAgentBridge {
    * from inside an allocation hook where that malloc is not recorded, and glibc frees it when
    * the thread exits, outside any hook: one unmatched free per thread. */
   ptrdiff_t frame_cache_offset;
+  /* A bool thread-local of the agent (an offset like the ones above) that the hooks set while
+   * mimalloc, a free-threaded build's allocator, serves a call under one of their wrappers: the
+   * anonymous mappings it makes or removes meanwhile (its arenas) are recorded as mimalloc's
+   * (format::EventKind::kMimallocMap), a figure of their own, although the thread is inside
+   * the agent. The hooks clear it before recording anything. */
+  ptrdiff_t mimalloc_offset;
 };
 
 /* Exported by the hooks library. Returns 0 on success; otherwise it has said why. */

@@ -19,6 +19,7 @@
 namespace memlens::agent {
 
 uintptr_t g_eval_begin = 0, g_eval_end = 0;
+constinit thread_local bool t_in_mimalloc = false;
 
 namespace {
 
@@ -109,6 +110,7 @@ MemlensAgentBridge MakeBridge() {
   bridge.in_hook_offset = ThreadPointerOffset(&t_in_hook);
   bridge.frame_cache_offset = ThreadPointerOffset(&t_python_frame_cache);
   bridge.sampled_blocks = &g_sampled;
+  bridge.mimalloc_offset = ThreadPointerOffset(&t_in_mimalloc);
   return bridge;
 }
 

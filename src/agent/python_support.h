@@ -32,5 +32,8 @@ extern uintptr_t g_eval_begin, g_eval_end;
 // at most max, and at most MEMLENS_PYTHON_FRAMES (read once by AttachPython; default and
 // ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.
 int ReadPythonFrames(uint64_t* frames, int max);
+// Set by the hooks library while mimalloc runs under its wrappers (python_bridge.h:
+// mimalloc_offset); the mmap and munmap interposers then record what mimalloc maps.
+extern thread_local constinit bool t_in_mimalloc;
 
 }  // namespace memlens::agent

@@ -199,10 +199,17 @@ int Summary(const SummaryOptions& o) {
                                       " (PROT_NONE mappings: not memory, in no figure above)"});
       }
     }
-    if (t.python_allocated_bytes || t.arena_peak_bytes) {
-      facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) + " of the allocated bytes through " +
-                                  "Python's allocator; pymalloc arenas " + FormatBytes(t.arena_peak_bytes) +
-                                  " at most, " + FormatBytes(t.arena_leaked_bytes) + " at exit"});
+    if (t.python_allocated_bytes || t.arena_peak_bytes || t.mimalloc_peak_bytes) {
+      // A free-threaded build's mimalloc has no pymalloc arenas (its interpreter's arena
+      // allocator maps only frame-stack chunks): its own mappings are named instead.
+      std::string own = t.mimalloc_peak_bytes
+                            ? "mimalloc mapped " + FormatBytes(t.mimalloc_peak_bytes) +
+                                  " of address space at most, " +
+                                  FormatBytes(t.mimalloc_leaked_bytes) + " at exit"
+                            : "pymalloc arenas " + FormatBytes(t.arena_peak_bytes) + " at most, " +
+                                  FormatBytes(t.arena_leaked_bytes) + " at exit";
+      facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) +
+                                  " of the allocated bytes through Python's allocator; " + own});
     }
     if (!p.heaps.empty() || !p.heap.empty()) {
       facts.AddRow({"heap", p.heap.empty()

@@ -422,6 +422,8 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kPyRawAlloc: return "PyMem_RawMalloc";
     case EventKind::kPyArenaAlloc: return "pymalloc arena";
     case EventKind::kPyArenaFree: return "pymalloc arena (free)";
+    case EventKind::kMimallocMap: return "mimalloc mapping";
+    case EventKind::kMimallocUnmap: return "mimalloc mapping (unmap)";
     case EventKind::kFree: return "free";
     case EventKind::kReallocOld: return "realloc(old)";
     case EventKind::kReallocFailed: return "realloc(failed)";

@@ -25,7 +25,7 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 7;
+inline constexpr uint16_t kFormatMajor = 8;
 inline constexpr uint16_t kFormatMinor = 0;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
@@ -85,6 +85,8 @@ enum class EventKind : uint8_t {
   kProtectNone = 39,    // mprotect made a range PROT_NONE (decommitted, still reserved)
   kPyArenaAlloc = 40,   // an arena of Python's small-object allocator (pymalloc): not a user
   kPyArenaFree = 41,    // allocation, reported as its own figure
+  kMimallocMap = 42,    // an anonymous mapping mimalloc (a free-threaded Python's allocator) made
+  kMimallocUnmap = 43,  // or unmapped inside Python's allocator: its own figure, like arenas
   // The instrumentation API (include/memlens/memlens.h). A custom heap's block events carry
   // the heap (and the type) as annotation frames, innermost in their stacks (see below).
   kHeapCreate = 48,   // address = heap id, size = name string id; stack: where
@@ -108,13 +110,13 @@ inline bool IsCustomHeapEvent(EventKind k) {
 inline bool HasStack(EventKind k) {
   return IsHeapAlloc(k) || k == EventKind::kMmap || k == EventKind::kMremapNew ||
          k == EventKind::kMmapReserved || k == EventKind::kProtect ||
-         k == EventKind::kPyArenaAlloc ||
+         k == EventKind::kPyArenaAlloc || k == EventKind::kMimallocMap ||
          (static_cast<uint8_t>(k) >= 48 && static_cast<uint8_t>(k) <= 51);
 }
 inline bool HasSize(EventKind k) {
   return (HasStack(k) && k != EventKind::kHeapFree) || k == EventKind::kMunmap ||
          k == EventKind::kMremapOld || k == EventKind::kProtectNone ||
-         k == EventKind::kPyArenaFree || k == EventKind::kMarker;
+         k == EventKind::kPyArenaFree || k == EventKind::kMimallocUnmap || k == EventKind::kMarker;
 }
 // The one rule of what an anonymous mapping counts as: memory in use when the program can
 // access it at all (read, write or execute: JIT code is memory too), address space only under
@@ -155,8 +157,8 @@ inline uint64_t UnrotateAddress(uint64_t r) { return (r << 4) | (r >> 60); }
 const char* EventKindName(EventKind kind);
 // Inline: the decoder asks it of every event.
 inline bool IsKnownEventKind(uint8_t k) {
-  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 39) || k == 40 ||
-         k == 41 || (k >= 48 && k <= 53) || k == 56 || k == 57;
+  return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 43) ||
+         (k >= 48 && k <= 53) || k == 56 || k == 57;
 }
 
 enum class EndReason : uint8_t { kExit = 1, kExec = 2, kSignal = 3, kExplicitStop = 4 };

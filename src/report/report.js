@@ -109,7 +109,9 @@
       fmtCount(data.process.threads) + ' threads');
     if (t.python_allocated_bytes) {
       card('Python allocator', fmtBytes(t.python_allocated_bytes),
-        'allocated; pymalloc arenas peak ' + fmtBytes(t.pymalloc_arena_peak_bytes));
+        'allocated; ' + (t.mimalloc_mapped_peak_bytes  // free-threaded builds: mimalloc's arenas
+          ? 'mimalloc mapped ' + fmtBytes(t.mimalloc_mapped_peak_bytes) + ' of address space at most'
+          : 'pymalloc arenas peak ' + fmtBytes(t.pymalloc_arena_peak_bytes)));
     }
     const warnings = document.getElementById('warnings');
     if (c.estimates) {  // a sampled capture: say so before anything else (docs/sampling.md)

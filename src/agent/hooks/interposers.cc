@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/hooks/allocation_paths.h"
 #include "agent/hooks/real_functions.h"
+#include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
 #include "agent/recorder/unwinder.h"
@@ -258,12 +259,36 @@ __attribute__((visibility("default"))) void* pvalloc(size_t size) {
 // reservation, and mprotect commits parts of it (or gives them back). The analyzer ignores an
 // mprotect of anything that is not a tracked anonymous mapping (a malloc'd block, a file).
 
+// mimalloc maps its arenas from inside the Python hooks' allocator wrappers, where the thread
+// is already inside the agent: recorded all the same, as mimalloc's own figure (never as the
+// program's mappings), with the flag cleared so that what recording maps is not counted.
+bool RecordingMimalloc() {
+  return __builtin_expect(memlens::agent::t_in_mimalloc, 0) &&
+         memlens::agent::g_state.load(std::memory_order_relaxed) == memlens::agent::kRecording;
+}
+
+void RecordMimalloc(EventKind kind, const void* address, size_t size) {
+  memlens::agent::t_in_mimalloc = false;
+  HookGuard guard;
+  if (kind == EventKind::kMimallocMap) {
+    RecordAlloc(kind, address, size);
+  } else {
+    RecordRelease(kind, address, size);
+  }
+  memlens::agent::t_in_mimalloc = true;
+}
+
 __attribute__((visibility("default"))) void* mmap(void* addr, size_t len, int prot, int flags,
                                                  int fd, off_t off) {
   if (real::Resolving() || !real::mmap) {
     return reinterpret_cast<void*>(syscall(SYS_mmap, addr, len, prot, flags, fd, off));
   }
   const bool anonymous = flags & MAP_ANONYMOUS;
+  if (anonymous && RecordingMimalloc()) {
+    void* p = real::mmap(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED) RecordMimalloc(EventKind::kMimallocMap, p, len);
+    return p;
+  }
   if (!Enter() || (!anonymous && !(flags & MAP_FIXED))) {
     return real::mmap(addr, len, prot, flags, fd, off);
   }
@@ -285,6 +310,7 @@ __attribute__((visibility("default"), alias("mmap"))) void* mmap64(void*, size_t
 
 __attribute__((visibility("default"))) int munmap(void* addr, size_t len) {
   if (real::Resolving() || !real::munmap) return static_cast<int>(syscall(SYS_munmap, addr, len));
+  if (RecordingMimalloc()) RecordMimalloc(EventKind::kMimallocUnmap, addr, len);
   if (!Enter()) return real::munmap(addr, len);
   HookGuard guard;
   RecordRelease(EventKind::kMunmap, addr, len);

@@ -239,6 +239,8 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   json->Field("python_allocated_bytes", t.python_allocated_bytes);
   json->Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
   json->Field("pymalloc_arena_at_exit_bytes", t.arena_leaked_bytes);
+  json->Field("mimalloc_mapped_peak_bytes", t.mimalloc_peak_bytes);
+  json->Field("mimalloc_mapped_at_exit_bytes", t.mimalloc_leaked_bytes);
   json->Field("temporary", t.temporary);
   json->Field("unmatched_frees", t.unmatched_frees);
   json->Field("dropped_events", t.dropped_events);

@@ -65,7 +65,8 @@ struct StackState {
 template <typename T, typename F>
 void TotalsFields(T& t, F&& f) {  // dropped_events is metadata; the leaked figures come at Finish
   for (auto* v : {&t.allocations, &t.allocated_bytes, &t.frees, &t.peak_bytes, &t.peak_blocks,
-                  &t.peak_seq, &t.python_allocated_bytes, &t.arena_peak_bytes, &t.temporary,
+                  &t.peak_seq, &t.python_allocated_bytes, &t.arena_peak_bytes,
+                  &t.mimalloc_peak_bytes, &t.temporary,
                   &t.unmatched_frees, &t.events, &t.heap_peak_bytes, &t.mapping_peak_bytes,
                   &t.mapping_allocated_bytes}) {
     f(*v);
@@ -262,6 +263,8 @@ class Replayer : public format::RecordVisitor {
   std::deque<format::TimeRecord> pending_marks_;  // time marks no delivered event has passed
   AddressMap arenas_;  // pymalloc arenas, outside the heap totals
   uint64_t arena_bytes_ = 0;
+  AddressMap mimalloc_;  // what mimalloc mapped inside Python's allocator, likewise
+  uint64_t mimalloc_bytes_ = 0;
   SnapshotIndexWriter* index_writer_ = nullptr;
   uint64_t since_checkpoint_ = 0;
   bool resume_pending_ = false;
@@ -291,6 +294,8 @@ void Replayer::StartOver() {
   heap_ = AddressMap();
   arenas_ = AddressMap();
   arena_bytes_ = 0;
+  mimalloc_ = AddressMap();
+  mimalloc_bytes_ = 0;
   mappings_.clear();
   slot_of_.clear();
   states_.assign(1, StackState{});
@@ -586,6 +591,8 @@ bool Replayer::LeftOut(const format::Event& e) {
     case EventKind::kMremapNew:
     case EventKind::kPyArenaAlloc:
     case EventKind::kPyArenaFree:
+    case EventKind::kMimallocMap:
+    case EventKind::kMimallocUnmap:
       return other;  // a left-out mapping is never tracked; unmapping it finds nothing
     default:
       if (!format::IsHeapAlloc(e.kind)) return false;
@@ -737,6 +744,19 @@ void Replayer::OnEvent(const format::Event& e) {
       break;
     case EventKind::kPyArenaFree:
       if (arenas_.Remove(e.address, &block)) arena_bytes_ -= block.size;
+      break;
+    case EventKind::kMimallocMap:
+      mimalloc_.Insert(e.address, {e.size, e.stack, true});
+      mimalloc_bytes_ += e.size;
+      p_->totals.mimalloc_peak_bytes = std::max(p_->totals.mimalloc_peak_bytes, mimalloc_bytes_);
+      break;
+    case EventKind::kMimallocUnmap:  // of a whole mapping, or of its start (mimalloc trims)
+      if (mimalloc_.Remove(e.address, &block)) {
+        mimalloc_bytes_ -= std::min(e.size, block.size);
+        if (e.size < block.size) {
+          mimalloc_.Insert(e.address + e.size, {block.size - e.size, block.stack, true});
+        }
+      }
       break;
     default:  // every heap allocation kind
       if (format::IsHeapAlloc(e.kind)) {
@@ -896,8 +916,8 @@ void Replayer::SaveState(std::string* out) const {
     put(b.count);
     put(b.bytes);
   }
-  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, arena_bytes_, mapping_live_bytes_,
-                     reserved_bytes_}) {
+  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, arena_bytes_, mimalloc_bytes_,
+                     mapping_live_bytes_, reserved_bytes_}) {
     put(v);
   }
   uint64_t touched = 0;
@@ -910,7 +930,7 @@ void Replayer::SaveState(std::string* out) const {
     last = stack;
     StateFields(s, put);
   });
-  for (const AddressMap* map : {&heap_, &arenas_}) {  // by address, as deltas
+  for (const AddressMap* map : {&heap_, &arenas_, &mimalloc_}) {  // by address, as deltas
     std::vector<std::pair<uint64_t, LiveBlock>> blocks;
     blocks.reserve(map->size());
     map->ForEach([&](uint64_t a, const LiveBlock& b) { blocks.push_back({a, b}); });
@@ -970,7 +990,7 @@ void Replayer::RestoreState() {
     get(b.count);
     get(b.bytes);
   }
-  for (uint64_t* v : {&live_bytes_, &live_blocks_, &peak_epoch_, &arena_bytes_,
+  for (uint64_t* v : {&live_bytes_, &live_blocks_, &peak_epoch_, &arena_bytes_, &mimalloc_bytes_,
                       &mapping_live_bytes_, &reserved_bytes_}) {
     get(*v);
   }
@@ -980,7 +1000,7 @@ void Replayer::RestoreState() {
     if (stack_id(stack) != stack) break;
     StateFields(State(stack), get);
   }
-  for (AddressMap* map : {&heap_, &arenas_}) {
+  for (AddressMap* map : {&heap_, &arenas_, &mimalloc_}) {
     uint64_t count = r.Next(), address = 0;
     for (uint64_t i = 0; i < count && r.ok(); ++i) {
       address += r.Next();
@@ -1063,6 +1083,7 @@ void Replayer::Finish() {
     p_->stacks[stack] = s.stats;
   });
   p_->totals.arena_leaked_bytes = arena_bytes_;
+  p_->totals.mimalloc_leaked_bytes = mimalloc_bytes_;
   p_->totals.leaked_bytes = live_bytes_;
   p_->totals.leaked_blocks = live_blocks_;
   Totals& t = p_->totals;

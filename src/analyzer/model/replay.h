@@ -92,6 +92,10 @@ struct Totals {
   // from the objects in them (which the totals above count).
   uint64_t arena_peak_bytes = 0;
   uint64_t arena_leaked_bytes = 0;
+  // What replaces them in a free-threaded build: the address space mimalloc mapped from inside
+  // Python's allocator (its arenas, reserved a GiB at a time and committed as used).
+  uint64_t mimalloc_peak_bytes = 0;
+  uint64_t mimalloc_leaked_bytes = 0;
   uint64_t temporary = 0;          // see StackStats::temporary
   uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
   uint64_t dropped_events = 0;

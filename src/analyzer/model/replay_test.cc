@@ -132,6 +132,23 @@ TEST(Replay, PartialMunmapKeepsTheRest) {
   EXPECT_EQ(p.stacks[4].allocations, 1u);  // splitting is not allocating
 }
 
+// mimalloc's arenas in a free-threaded Python: their own figure, in no heap total; an unmap of
+// a mapping's start keeps the rest, one of memory it never mapped changes nothing.
+TEST(Replay, MimallocMappingsAreTheirOwnFigure) {
+  CaptureBuilder b;
+  b.Add(EventKind::kPyObjAlloc, 0x40000010, 64, 1);               // an object inside the arena
+  b.Add(EventKind::kMimallocMap, 0x40000000, 0x40000000, 2);      // the 1 GiB arena
+  b.Add(EventKind::kMimallocMap, 0x90000000, 0x200000, 2);        // 2 MiB more
+  b.Add(EventKind::kMimallocUnmap, 0x90000000, 0x100000);         // its first half trimmed
+  b.Add(EventKind::kMimallocUnmap, 0x70000000, 0x1000);           // not mimalloc's
+  Profile p = Load(b.File(true));
+  EXPECT_EQ(p.totals.mimalloc_peak_bytes, 0x40200000u);
+  EXPECT_EQ(p.totals.mimalloc_leaked_bytes, 0x40100000u);
+  EXPECT_EQ(p.totals.peak_bytes, 64u);
+  EXPECT_EQ(p.totals.leaked_bytes, 64u);
+  EXPECT_EQ(p.totals.arena_peak_bytes, 0u);
+}
+
 // A runtime's reservation (issue 25): only the accessible pieces count, from the mprotect
 // that commits them, at its stack; MAP_FIXED over a committed piece replaces it.
 TEST(Replay, ReservedRangesCountOnlyOnceCommitted) {
