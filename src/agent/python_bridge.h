@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define MEMLENS_PYTHON_BRIDGE_VERSION 4
+#define MEMLENS_PYTHON_BRIDGE_VERSION 5
 
 /* Fills frames[0..max) with the calling thread's Python frames, innermost first, as
  * PythonFrameIp values (src/format/records.h); a frame that began a new run of the eval loop
@@ -69,6 +69,10 @@ struct MemlensAgentBridge {
    * from inside an allocation hook where that malloc is not recorded, and glibc frees it when
    * the thread exits, outside any hook: one unmatched free per thread. */
   ptrdiff_t frame_cache_offset;
+  /* The program's own code ended (python_hooks.cc says when and how it knows): records one
+   * kProgramEnd event when this process records, and nothing otherwise (a forked child). Called
+   * by a thread holding the GIL; not on any hot path. */
+  void (*program_end)(void);
 };
 
 /* Exported by the hooks library. Returns 0 on success; otherwise it has said why. */

@@ -55,6 +55,12 @@ void BridgeRecordRelease(uint8_t kind, const void* address, size_t size) {
   RecordRelease(static_cast<format::EventKind>(kind), address, size);
 }
 
+void BridgeProgramEnd() {
+  if (g_state.load(std::memory_order_relaxed) != kRecording || t_in_hook) return;
+  HookGuard guard;
+  RecordRelease(format::EventKind::kProgramEnd, nullptr, 0);
+}
+
 char* CopyString(const char* s) {
   size_t n = std::strlen(s);
   auto* copy = static_cast<char*>(std::malloc(n + 1));  // under the caller's guard: not recorded
@@ -109,6 +115,7 @@ MemlensAgentBridge MakeBridge() {
   bridge.in_hook_offset = ThreadPointerOffset(&t_in_hook);
   bridge.frame_cache_offset = ThreadPointerOffset(&t_python_frame_cache);
   bridge.sampled_blocks = &g_sampled;
+  bridge.program_end = BridgeProgramEnd;
   return bridge;
 }
 
