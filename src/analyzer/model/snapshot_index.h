@@ -24,7 +24,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 5;
+inline constexpr uint32_t kIndexVersion = 6;
 
 // What identifies the capture an index was made from. Size and mtime alone may match a capture
 // recorded again in its place (an mtime is only as fine as the kernel's clock tick); the first
@@ -69,6 +69,7 @@ struct SnapshotIndex {
   uint64_t peak_seq = 0;
   uint64_t peak_bytes = 0;
   uint64_t peak_blocks = 0;
+  uint64_t program_end_seq = 0;  // Profile::program_end_seq
   std::vector<TimelinePoint> timeline;  // the whole capture's
   std::vector<IndexCheckpoint> checkpoints;  // by seq
   std::vector<IndexChunk> chunks;            // by offset
