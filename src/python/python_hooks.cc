@@ -359,8 +359,9 @@ void ArenaFree(void* ctx, void* ptr, size_t size) {
 // joins the non-daemon threads; the atexit handlers and the freeing of the modules come after.
 // So, just before the main code runs (the interpreter's "cpython.run_*" audit event, raised by
 // Py_RunMain for a file, -m, -c or stdin), we register a function there that tells the agent.
-// Importing threading then is the one change the program can see (docs/python.md says what it
-// changes); public API only, the same on every version.
+// Public API only, the same on every version. What the program could notice (docs/python.md):
+// threading imported before its code runs, and CPython building each audit event's arguments
+// now that a hook exists.
 
 PyObject* ProgramEnded(PyObject*, PyObject*) {
   g_bridge->program_end();
@@ -394,8 +395,8 @@ bool IsRunEvent(const char* event) {
          !std::strcmp(what, "command") || !std::strcmp(what, "stdin");
 }
 
-// Called by the interpreter for every audit event, with the GIL held (also in a forked child,
-// which inherits the hook and the registration). It must cost next to nothing and never fail:
+// Called by the interpreter for every audit event, by a thread attached to it (also in a forked
+// child, which inherits the hook and the registration). It must cost next to nothing and never fail:
 // it answers 0 always. One check per thing to catch: add another check below, not another hook.
 std::atomic<bool> g_program_end_watched{false};
 
