@@ -396,8 +396,8 @@ bool IsRunEvent(const char* event) {
 }
 
 // Called by the interpreter for every audit event, by a thread attached to it (also in a forked
-// child, which inherits the hook and the registration). It must cost next to nothing and never fail:
-// it answers 0 always. One check per thing to catch: add another check below, not another hook.
+// child, which inherits the hook and the registration). It must cost next to nothing and never
+// fail: it answers 0 always. One check per thing to catch: add another check below, not another hook.
 std::atomic<bool> g_program_end_watched{false};
 
 int AuditHook(const char* event, PyObject*, void*) {

@@ -137,3 +137,20 @@ def test_a_native_program_has_no_end_of_program_code(record):
     r = record("known_peak")
     snapshot = r.analyze("summary")["capture"]["snapshot"]
     assert snapshot["spec"] == "end" and snapshot["program_end_s"] is None
+
+
+@pytest.mark.parametrize("how", ["-c", "-m", "stdin"])
+def test_every_way_to_give_the_main_code_records_its_end(tmp_path, how):
+    """-c, -m and a script on stdin raise their own cpython.run_* event: each has the moment,
+    and the list the code keeps is in use at exit."""
+    code = "kept = [bytes(10_000) for _ in range(100)]\nprint(len(kept))\n"
+    (tmp_path / "keeper.py").write_text(code)
+    args = {"-c": ["-c", code], "-m": ["-m", "keeper"], "stdin": ["-"]}[how]
+    capture = tmp_path / "how.mlens"
+    proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", PYTHON, *args],
+                          input=code if how == "stdin" else None, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "100\n", proc.stderr
+    summary = Recorded(proc, capture).analyze("summary")
+    assert summary["capture"]["snapshot"]["spec"] == "program-end"
+    assert summary["totals"]["in_use_at_exit_bytes"] >= 100 * 10_033

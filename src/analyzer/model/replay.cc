@@ -1309,7 +1309,9 @@ bool LoadAtExit(const std::string& path, const ReplayOptions& options, Profile* 
   program_end.kind = SnapshotSpec::kProgramEnd;  // its text stays empty: the default
   SnapshotIndex index;
   const bool indexed = IndexServes(options) && LoadSnapshotIndex(path, &index);
-  if (indexed && index.program_end_seq) return LoadProfile(path, program_end, options, profile, error);
+  if (indexed && index.program_end_seq) {
+    return LoadProfile(path, program_end, options, profile, error);
+  }
   if (!LoadWhole(path, SnapshotSpec{}, options, profile, error)) return false;
   if (indexed || profile->program_end_seq == 0) return true;
   *profile = Profile();
@@ -1426,7 +1428,8 @@ bool ParseCaptureArgument(const std::string& argument, std::string* path, Snapsh
   size_t at = std::min(argument.find("@marker:"), argument.find("@snapshot:"));
   if (at == std::string::npos) at = argument.rfind('@');
   std::string text = at == std::string::npos ? "" : argument.substr(at + 1);
-  bool known = text == "end" || text == "peak" || text == "program-end" || text.rfind("t=", 0) == 0 ||
+  bool known = text == "end" || text == "peak" || text == "program-end" ||
+               text.rfind("t=", 0) == 0 ||
                text.rfind("marker:", 0) == 0 || text.rfind("snapshot:", 0) == 0;
   if (at == std::string::npos || !known) {
     *path = argument;  // no snapshot; a path may contain '@'
