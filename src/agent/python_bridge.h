@@ -80,6 +80,10 @@ struct MemlensAgentBridge {
    * (format::EventKind::kMimallocMap), a figure of their own, although the thread is inside
    * the agent. The hooks clear it before recording anything. */
   ptrdiff_t mimalloc_offset;
+  /* The program's own code ended (python_hooks.cc says when and how it knows): records one
+   * kProgramEnd event when this process records, and nothing otherwise (a forked child). Called
+   * by a thread holding the GIL; not on any hot path. */
+  void (*program_end)(void);
 };
 
 /* Exported by the hooks library. Returns 0 on success; otherwise it has said why. */

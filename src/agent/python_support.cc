@@ -56,6 +56,12 @@ void BridgeRecordRelease(uint8_t kind, const void* address, size_t size) {
   RecordRelease(static_cast<format::EventKind>(kind), address, size);
 }
 
+void BridgeProgramEnd() {
+  if (g_state.load(std::memory_order_relaxed) != kRecording || t_in_hook) return;
+  HookGuard guard;
+  RecordRelease(format::EventKind::kProgramEnd, nullptr, 0);
+}
+
 char* CopyString(const char* s) {
   size_t n = std::strlen(s);
   auto* copy = static_cast<char*>(std::malloc(n + 1));  // under the caller's guard: not recorded
@@ -111,6 +117,7 @@ MemlensAgentBridge MakeBridge() {
   bridge.frame_cache_offset = ThreadPointerOffset(&t_python_frame_cache);
   bridge.sampled_blocks = &g_sampled;
   bridge.mimalloc_offset = ThreadPointerOffset(&t_in_mimalloc);
+  bridge.program_end = BridgeProgramEnd;
   return bridge;
 }
 

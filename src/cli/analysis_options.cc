@@ -14,9 +14,11 @@ using analyzer::Profile;
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters) {
   command->add_option("capture", options->capture,
                       "capture file written by `memlens run`, optionally with the moment to\n"
-                      "look at: FILE@end (default), FILE@peak, FILE@t=2.5s,\n"
-                      "FILE@marker:NAME (just before the program's first marker NAME),\n"
-                      "FILE@marker:NAME#K (its K-th, from 1), FILE@snapshot:NAME[#K]")
+                      "look at (default: exit, which for a Python program is\n"
+                      "FILE@program-end, the end of its own code, before atexit handlers;\n"
+                      "else FILE@end): FILE@end (the end of the process), FILE@peak,\n"
+                      "FILE@t=2.5s, FILE@marker:NAME (just before the program's first marker\n"
+                      "NAME), FILE@marker:NAME#K (its K-th, from 1), FILE@snapshot:NAME[#K]")
       ->required();
   command->add_flag("--json", options->json, "print JSON (shape: docs/json-output.md)");
   if (filters) {
@@ -123,6 +125,18 @@ std::string RuntimeNote(const Profile& p) {
   return analyzer::FormatBytes(t.runtime_bytes) + " in " +
          analyzer::FormatCounted(t.runtime_blocks, "block") +
          " kept by the C/C++ runtime for the life of the process (not leaks)";
+}
+
+std::string ProgramEndNote(const Profile& p) {
+  if (!p.AtProgramEndByDefault()) return "";
+  return "the end of the program's own Python code (" +
+         analyzer::FormatSeconds(p.snapshot_seconds) +
+         "), before atexit handlers and the interpreter's shutdown; " + p.path +
+         "@end: the end of the process";
+}
+
+void PrintProgramEndNote(const Profile& p) {
+  if (p.AtProgramEndByDefault()) std::cout << "Note: exit is " << ProgramEndNote(p) << "\n";
 }
 
 void PrintEstimateNote(const Profile& p) {

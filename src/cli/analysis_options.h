@@ -53,6 +53,11 @@ bool LoadOrComplain(const std::string& argument, analyzer::Profile* profile);
 // they are estimates. Nothing for a capture that recorded every allocation.
 void PrintEstimateNote(const analyzer::Profile& profile);
 std::string EstimateNote(const analyzer::Profile& profile);  // the line, without a newline
+// A Python capture whose in-use figures are at the end of the program's own code, the default
+// "exit" (docs/python.md): one line on stdout saying so ("Note: exit is " + ProgramEndNote),
+// and how to see the process's end. Nothing for any other snapshot.
+void PrintProgramEndNote(const analyzer::Profile& profile);
+std::string ProgramEndNote(const analyzer::Profile& profile);  // the line, without a newline
 // "75.00 KiB in 2 blocks kept by the C/C++ runtime for the life of the process (not leaks)":
 // the blocks SetRuntimeApart took out of the in-use figures.
 std::string RuntimeNote(const analyzer::Profile& profile);

@@ -165,7 +165,10 @@ Command AddDiffCommand(CLI::App* app) {
   auto o = std::make_shared<DiffOptions>();
   CLI::App* cmd = app->add_subcommand(
       "diff", "What changed in memory in use between two snapshots (of one or two captures)");
-  cmd->add_option("before", o->before, "FILE[@SNAPSHOT]: @end (default), @peak, @t=2.5s")->required();
+  cmd->add_option("before", o->before,
+                  "FILE[@SNAPSHOT]: exit (default: @program-end for a Python program, else\n"
+                  "@end), @end, @program-end, @peak, @t=2.5s")
+      ->required();
   cmd->add_option("after", o->after, "FILE[@SNAPSHOT]")->required();
   cmd->add_option("--by", o->by, "group by function, line, module or stack")->capture_default_str();
   cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();

@@ -132,6 +132,7 @@ int Histogram(const HistogramOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     std::cout << "Allocation sizes up to " << p.SnapshotLabel() << ": "
               << FormatCounted(p.totals.allocations, "allocation") << ", "
               << FormatBytes(p.totals.allocated_bytes) << "\n";

@@ -119,6 +119,7 @@ int Leaks(const LeaksOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
               << FormatCounted(t.leaked_blocks, "block") << ", from "
               << FormatCounted(stacks, "call stack") << "\n";
@@ -301,6 +302,7 @@ int Growth(const LeaksOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     std::cout << "Sites whose memory in use grew at " << p.checkpoints.size()
               << (marker.empty() ? " checkpoints" : " checkpoints (markers '" + marker + "')")
               << " up to " << p.SnapshotLabel() << ": " << site_count << "\n";

@@ -77,6 +77,7 @@ int Map(const AnalysisOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     std::cout << "Address space in use at " << p.SnapshotLabel() << ": " << FormatBytes(in_use)
               << " in " << p.address_map.size() << " regions spanning " << FormatBytes(span)
               << " (" << FormatPercent(in_use, span) << " used); largest free gap inside a region "

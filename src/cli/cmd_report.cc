@@ -76,8 +76,10 @@ Command AddReportCommand(CLI::App* app) {
   CLI::App* cmd = app->add_subcommand("report", "One self-contained interactive HTML page");
   cmd->add_option("capture", o->capture,
                   "capture file written by `memlens run`, optionally with the moment the\n"
-                  "in-use figures describe: FILE@end (default), FILE@peak, FILE@t=2.5s,\n"
-                  "FILE@marker:NAME[#K], FILE@snapshot:NAME[#K]")
+                  "in-use figures describe (default: exit, which for a Python program is\n"
+                  "FILE@program-end, the end of its own code; else FILE@end): FILE@end (the\n"
+                  "end of the process), FILE@peak, FILE@t=2.5s, FILE@marker:NAME[#K],\n"
+                  "FILE@snapshot:NAME[#K]")
       ->required();
   cmd->add_option("--heap", o->heap,
                   "the figures of this custom heap instead of the system heap");

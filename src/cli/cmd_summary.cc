@@ -178,9 +178,11 @@ int Summary(const SummaryOptions& o) {
                                    FormatCounted(t.frees, "free") + ")"});
     facts.AddRow({"peak", FormatBytes(t.peak_bytes) + " in " + FormatCounted(t.peak_blocks, "block") +
                               ", at " + FormatSeconds(peak_at)});
-    facts.AddRow({p.snapshot.kind == SnapshotSpec::kEnd ? "at exit" : "in use",
+    const bool at_exit = p.snapshot.kind == SnapshotSpec::kEnd || p.AtProgramEndByDefault();
+    facts.AddRow({at_exit ? "at exit" : "in use",
                   FormatBytes(t.leaked_bytes) + " in " + FormatCounted(t.leaked_blocks, "block") +
                       " still allocated at " + p.SnapshotLabel()});
+    if (p.AtProgramEndByDefault()) facts.AddRow({"exit", ProgramEndNote(p)});
     if (t.runtime_blocks) facts.AddRow({"runtime", RuntimeNote(p)});
     if (t.mapping_allocated_bytes || t.reserved_bytes) {  // the heap and the mappings apart
       std::string at = " in use at " + p.SnapshotLabel();

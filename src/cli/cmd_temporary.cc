@@ -67,6 +67,7 @@ int Temporary(const TemporaryOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     std::cout << "Temporary allocations (freed by their thread before it allocated anything "
                  "else): "
               << FormatCount(t.temporary) << " of " << FormatCount(t.allocations) << " ("

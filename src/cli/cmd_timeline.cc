@@ -141,6 +141,7 @@ int Timeline(const TimelineOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     Draw(p, o.width, o.height);
     ListMarkers(p);
   }

@@ -99,6 +99,7 @@ int Top(const TopOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     TextTable table;
     for (const char* title : {"AT PEAK", "ALLOCATED", "ALLOCS", "IN USE"}) {
       table.AddColumn(title, TextTable::kRight);

@@ -80,6 +80,7 @@ int Tree(const TreeOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    PrintProgramEndNote(p);
     std::printf("Call tree (%s), %s; nodes under %.2f%% are folded\n", o.metric.c_str(),
                 o.bottom_up ? "bottom-up" : "top-down", o.min_percent);
     std::printf("%7s %11s %11s  %s\n", "TOTAL%", "TOTAL", "SELF", "FUNCTION");

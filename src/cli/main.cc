@@ -86,7 +86,9 @@ int main(int argc, char** argv) {
       "  memlens map CAPTURE@peak                   address space in use: regions, gaps\n"
       "  memlens report CAPTURE -o report.html      one self-contained interactive page\n"
       "  memlens index CAPTURE                      make snapshots of a big capture quick\n"
-      "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the default).\n"
+      "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the end of the\n"
+      "process), FILE@program-end (the end of a Python program's own code). The default, exit,\n"
+      "is FILE@program-end in a Python capture that has it, FILE@end otherwise.\n"
       "Every analysis command takes --json (docs/json-output.md).");
   std::vector<std::string> program;  // `run`'s program and its arguments, as given
   std::vector<Command> commands = {AddRunCommand(&app, &program), AddSummaryCommand(&app),

@@ -443,6 +443,7 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kHeapDestroy: return "heap destroy";
     case EventKind::kMarker: return "marker";
     case EventKind::kSnapshot: return "snapshot";
+    case EventKind::kProgramEnd: return "program end";
   }
   return "?";
 }

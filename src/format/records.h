@@ -10,8 +10,9 @@
 // relative to the node and back-references that reach into the previous chunk 4.0,
 // back-references that reach kReleaseReachChunks chunks back 5.0, allocations coded as a
 // block released earlier in the chunk (the reuses column) 6.0, and the protection of
-// anonymous mappings (reservations, mprotect: kinds 37-39) 7.0. Readers read their own major
-// only.
+// anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
+// free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
+// 8.0. Readers read their own major only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -97,6 +98,9 @@ enum class EventKind : uint8_t {
   kHeapDestroy = 53,  // address = heap id: the heap and its blocks are gone
   kMarker = 56,       // address = name string id, size = category string id (0: none)
   kSnapshot = 57,     // address = name string id: the program asked for a snapshot here
+  // A Python program's own code ended (its main module returned, raised, or called sys.exit),
+  // before atexit handlers and the interpreter's finalization (docs/python.md); once per image.
+  kProgramEnd = 58,
 };
 
 inline bool IsHeapAlloc(EventKind k) { return static_cast<uint8_t>(k) < 16; }
@@ -158,7 +162,7 @@ const char* EventKindName(EventKind kind);
 // Inline: the decoder asks it of every event.
 inline bool IsKnownEventKind(uint8_t k) {
   return (k >= 1 && k <= 12) || (k >= 16 && k <= 18) || (k >= 32 && k <= 43) ||
-         (k >= 48 && k <= 53) || k == 56 || k == 57;
+         (k >= 48 && k <= 53) || (k >= 56 && k <= 58);
 }
 
 enum class EndReason : uint8_t { kExit = 1, kExec = 2, kSignal = 3, kExplicitStop = 4 };

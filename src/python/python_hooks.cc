@@ -461,6 +461,63 @@ void ArenaFree(void* ctx, void* ptr, size_t size) {
   if (entered) g_bridge->leave();
 }
 
+// --- the end of the program's own code -------------------------------------------------------
+//
+// "At exit" for a Python program is the moment its own code ended: the main module returned,
+// raised, or called sys.exit (docs/python.md). Py_FinalizeEx then calls threading._shutdown,
+// which calls the functions given to threading._register_atexit (last registered first), then
+// joins the non-daemon threads; the atexit handlers and the freeing of the modules come after.
+// So, just before the main code runs (the interpreter's "cpython.run_*" audit event, raised by
+// Py_RunMain for a file, -m, -c or stdin), we register a function there that tells the agent.
+// Public API only, the same on every version. What the program could notice (docs/python.md):
+// threading imported before its code runs, and CPython building each audit event's arguments
+// now that a hook exists.
+
+PyObject* ProgramEnded(PyObject*, PyObject*) {
+  g_bridge->program_end();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_program_end_def = {"memlens_program_end", ProgramEnded, METH_NOARGS, nullptr};
+
+// Registers ProgramEnded with threading; any error is cleared (the program's own exception, if
+// one is pending, is kept).
+void WatchProgramEnd() {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject* threading = PyImport_ImportModule("threading");
+  PyObject* callback = PyCFunction_New(&g_program_end_def, nullptr);
+  PyObject* done = threading && callback
+                       ? PyObject_CallMethod(threading, "_register_atexit", "O", callback)
+                       : nullptr;
+  if (!done) PyErr_Clear();
+  Py_XDECREF(done);
+  Py_XDECREF(callback);
+  Py_XDECREF(threading);
+  PyErr_Restore(type, value, traceback);
+}
+
+// "cpython.run_file", "cpython.run_module", "cpython.run_command" or "cpython.run_stdin".
+bool IsRunEvent(const char* event) {
+  if (std::strncmp(event, "cpython.run_", 12) != 0) return false;
+  const char* what = event + 12;
+  return !std::strcmp(what, "file") || !std::strcmp(what, "module") ||
+         !std::strcmp(what, "command") || !std::strcmp(what, "stdin");
+}
+
+// Called by the interpreter for every audit event, by a thread attached to it (also in a forked
+// child, which inherits the hook and the registration). It must cost next to nothing and never
+// fail: it answers 0 always. One check per thing to catch: add another check below, not another hook.
+std::atomic<bool> g_program_end_watched{false};
+
+int AuditHook(const char* event, PyObject*, void*) {
+  if (event[0] == 'c' && !g_program_end_watched.load(std::memory_order_relaxed) &&
+      IsRunEvent(event) && !g_program_end_watched.exchange(true)) {
+    WatchProgramEnd();
+  }
+  return 0;
+}
+
 // The address range of the executable segment holding `address`.
 bool TextRangeOf(const void* address, uintptr_t* begin, uintptr_t* end) {
   struct Query {
@@ -535,6 +592,13 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
     eval_end = eval_begin + symbol->st_size;
   }
   bridge->set_python_ranges(hooks_begin, hooks_end, eval_begin, eval_end);
+
+  // Before our wrappers are in place: the hook's entry (PyMem_RawMalloc) is the interpreter's
+  // for good, not an allocation of the program's.
+  if (PySys_AddAuditHook(AuditHook, nullptr) != 0) {
+    bridge->say("cannot watch for the end of the program's code: in use at exit is taken at "
+                "the end of the process");
+  }
 
   // Asked before our wrappers are in place: afterwards the answer would be "custom".
   const char* allocator = CurrentAllocatorName();

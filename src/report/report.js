@@ -89,7 +89,11 @@
       { id: 'peak-value', title: fmtCount(t.peak_bytes) + ' bytes', data: { bytes: String(t.peak_bytes) } });
     card('In use at ' + c.snapshot.label, fmtBytes(t.in_use_at_exit_bytes),
       fmtCount(t.in_use_at_exit_blocks) + ' blocks' +
-      (t.mappings.in_use_bytes ? ', ' + fmtBytes(t.mappings.in_use_bytes) + ' mapped' : ''),
+      (t.mappings.in_use_bytes ? ', ' + fmtBytes(t.mappings.in_use_bytes) + ' mapped' : '') +
+      // A Python program's default "exit": the end of its own code (docs/python.md).
+      (c.snapshot.spec === 'program-end' && c.snapshot.label === 'exit'
+        ? '; exit: the end of the program\'s own Python code (' + fmtSec(c.snapshot.time_s) +
+          '), before atexit handlers and the interpreter\'s shutdown' : ''),
       { id: 'in-use-value', title: fmtCount(t.in_use_at_exit_bytes) + ' bytes',
         data: { bytes: String(t.in_use_at_exit_bytes) } });
     if (data.runtime.blocks) {  // not the program's (docs/runtime-allocations.md)

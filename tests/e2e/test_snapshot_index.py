@@ -117,14 +117,19 @@ def test_whole_capture_from_the_index_equals_a_full_replay(captures, program):
     """memlens run indexed the capture: views of the whole capture restore the index's end and
     read no chunk of the capture."""
     capture = captures[program]
-    _, events = moments(capture)
+    events = run_view(["summary", "--json", f"{capture}@end"], index=False)[0]["totals"]["events"]
     for argument in (capture, f"{capture}@end"):
         for view in (["summary", "--json"], ["top", "--json", "--by", "line", "--limit", "10000"],
                      ["top", "--json", "--by", "function"], ["map", "--json"],
                      ["leaks", "--json"], ["tree", "--json"], ["timeline", "--json"]):
             expected, from_start = run_view([*view, argument], index=False)
             got, from_index = run_view([*view, argument], index=True)
-            assert from_start == 0 and from_index == events, f"{view[0]} {argument}"
+            # A Python program's default "exit" is the end of its own code (docs/python.md), a
+            # moment before the capture's end: resumed from a checkpoint before it instead.
+            whole = argument != capture or program != "python"
+            assert from_start == 0, f"{view[0]} {argument}"
+            assert (from_index == events) if whole else (0 < from_index < events), \
+                f"{view[0]} {argument}"
             assert got == expected, f"{view[0]} {argument} differs"
 
 

@@ -191,8 +191,17 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   json->Field("start_realtime_ns", p.process.start_realtime_ns);
   json->Key("snapshot");  // the moment the in-use (leaked_*) figures describe
   json->BeginObject();
-  json->Field("spec", p.snapshot.text.empty() ? std::string("end") : p.snapshot.text);
+  std::string spec = p.snapshot.text;  // empty without a specifier: "exit"
+  if (spec.empty()) spec = p.AtProgramEndByDefault() ? "program-end" : "end";
+  json->Field("spec", spec);
   json->Field("label", p.SnapshotLabel());
+  // A Python program's own end (docs/python.md), the default "exit" of its capture, or null.
+  json->Key("program_end_s");
+  if (p.program_end_seq) {
+    json->Double(p.SecondsAt(p.program_end_seq));
+  } else {
+    json->Null();
+  }
   json->Field("time_s", p.snapshot_seconds);
   json->Field("from_checkpoint_seq", p.from_checkpoint_seq);
   json->EndObject();

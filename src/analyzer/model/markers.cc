@@ -15,9 +15,12 @@ class MarkerCollector : public format::RecordVisitor {
   void OnProcess(const format::ProcessRecord&) override {
     out_->clear();
     strings_.clear();
+    program_end_seq_ = 0;
   }
   void OnString(const format::StringRecord& r) override { strings_[r.id] = r.text; }
+  uint64_t program_end_seq() const { return program_end_seq_; }
   void OnEvent(const format::Event& e) override {
+    if (e.kind == format::EventKind::kProgramEnd && program_end_seq_ == 0) program_end_seq_ = e.seq;
     if (e.kind != format::EventKind::kMarker && e.kind != format::EventKind::kSnapshot) return;
     out_->push_back({Name(e.address), e.size ? Name(e.size) : "",
                      e.kind == format::EventKind::kSnapshot, e.seq});
@@ -30,6 +33,7 @@ class MarkerCollector : public format::RecordVisitor {
   }
   std::vector<Marker>* out_;
   std::unordered_map<uint64_t, std::string> strings_;
+  uint64_t program_end_seq_ = 0;  // Profile::program_end_seq
 };
 
 }  // namespace
@@ -81,6 +85,24 @@ bool FindMarkerSeq(const std::vector<Marker>& markers, const SnapshotSpec& spec,
            (names.empty() ? std::string("it has no ") + what + "s" : "its " + std::string(what) + "s: " + names) +
            ")";
   return false;
+}
+
+bool FindProgramEndSeq(const std::string& path, uint64_t* seq, std::string* error) {
+  std::vector<Marker> markers;
+  MarkerCollector collector(&markers);
+  ReadStatus status;
+  return ReadCapture(path, &collector, &status, error) &&
+         FindProgramEndSeq(collector.program_end_seq(), seq, error);
+}
+
+bool FindProgramEndSeq(uint64_t program_end_seq, uint64_t* seq, std::string* error) {
+  if (program_end_seq == 0) {
+    *error = "@program-end: this capture has no end of a Python program's code (only a Python "
+             "program whose main code returned, raised or called sys.exit has one)";
+    return false;
+  }
+  *seq = program_end_seq;
+  return true;
 }
 
 std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count) {

@@ -28,6 +28,12 @@ bool FindMarkerSeq(const std::string& path, const SnapshotSpec& spec, uint64_t* 
 bool FindMarkerSeq(const std::vector<Marker>& markers, const SnapshotSpec& spec, uint64_t* seq,
                    std::string* error);
 
+// Where a Python program's own code ended (format::EventKind::kProgramEnd: @program-end), read
+// from the capture, or as the index keeps it (0: none). Returns false with one line in *error
+// when the capture has no such moment.
+bool FindProgramEndSeq(const std::string& path, uint64_t* seq, std::string* error);
+bool FindProgramEndSeq(uint64_t program_end_seq, uint64_t* seq, std::string* error);
+
 // The name that repeats most among the markers (at least `min_count` times; the first such
 // name on a tie), or "" when none does: the natural windows of a program with a loop
 // (a marker per frame, per request).

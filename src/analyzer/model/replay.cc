@@ -624,6 +624,7 @@ void Replayer::OnEvent(const format::Event& e) {
     p_->markers.push_back({p_->StringOf(e.address), e.size ? p_->StringOf(e.size) : "",
                            e.kind == EventKind::kSnapshot, e.seq});
   }
+  if (e.kind == EventKind::kProgramEnd && p_->program_end_seq == 0) p_->program_end_seq = e.seq;
   // The heap as it was at every mark this event comes after; checkpoints due. (The tests
   // inline, the work not: this runs for every event.)
   if (!pending_marks_.empty() && pending_marks_.front().seq <= e.seq) TakeTimelinePoints(e.seq);
@@ -1228,6 +1229,7 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   if (use.index) {
     profile->read.missing_events = 0;
     profile->markers = use.index->markers;
+    profile->program_end_seq = use.index->program_end_seq;
   }
   if (!profile->has_process) {
     *error = "'" + path + "' holds no recording (" +
@@ -1260,6 +1262,7 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
     use.built->timeline = profile->timeline;
     use.built->chunks = std::move(chunks);
     use.built->markers = profile->markers;
+    use.built->program_end_seq = profile->program_end_seq;
     if (!use.writer->Finish(use.built, profile->times)) use.built->path.clear();
   }
   if (!profile->read.damage.empty()) profile->warnings.push_back(profile->read.damage);
@@ -1318,21 +1321,48 @@ bool LoadWhole(const std::string& path, const SnapshotSpec& snapshot, const Repl
   return Replay(path, snapshot, options, UINT64_MAX, profile, error);
 }
 
+// No specifier: "exit" is where a Python program's own code ended when the capture has that
+// moment (docs/python.md), else the end of the process. The index says which without a replay;
+// without one, the whole replay tells, and a Python capture is replayed again up to its end.
+bool LoadAtExit(const std::string& path, const ReplayOptions& options, Profile* profile,
+                std::string* error) {
+  SnapshotSpec program_end;
+  program_end.kind = SnapshotSpec::kProgramEnd;  // its text stays empty: the default
+  SnapshotIndex index;
+  const bool indexed = IndexServes(options) && LoadSnapshotIndex(path, &index);
+  if (indexed && index.program_end_seq) {
+    return LoadProfile(path, program_end, options, profile, error);
+  }
+  if (!LoadWhole(path, SnapshotSpec{}, options, profile, error)) return false;
+  if (indexed || profile->program_end_seq == 0) return true;
+  *profile = Profile();
+  return LoadProfile(path, program_end, options, profile, error);
+}
+
 }  // namespace
 
 bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
                  const ReplayOptions& options, Profile* profile, std::string* error) {
-  if (snapshot.kind == SnapshotSpec::kEnd) return LoadWhole(path, snapshot, options, profile, error);
+  if (snapshot.kind == SnapshotSpec::kEnd) {
+    return snapshot.text.empty() ? LoadAtExit(path, options, profile, error)
+                                 : LoadWhole(path, snapshot, options, profile, error);
+  }
   uint64_t stop_seq = UINT64_MAX;
-  const bool at_marker =
-      snapshot.kind == SnapshotSpec::kMarker || snapshot.kind == SnapshotSpec::kSnapshot;
+  const bool at_marker = snapshot.kind == SnapshotSpec::kMarker ||
+                         snapshot.kind == SnapshotSpec::kSnapshot ||
+                         snapshot.kind == SnapshotSpec::kProgramEnd;
   const bool serves = IndexServes(options);
   SnapshotIndex index;
   bool indexed = serves && LoadSnapshotIndex(path, &index);
   // A marker is an exact place in the sequence of events: replay up to it (markers.h). The
   // index has every marker; without one, they are read from the capture.
-  if (at_marker && !(indexed ? FindMarkerSeq(index.markers, snapshot, &stop_seq, error)
-                             : FindMarkerSeq(path, snapshot, &stop_seq, error))) {
+  if (snapshot.kind == SnapshotSpec::kProgramEnd) {
+    if (!(indexed ? FindProgramEndSeq(index.program_end_seq, &stop_seq, error)
+                  : FindProgramEndSeq(path, &stop_seq, error))) {
+      return false;
+    }
+  } else if (at_marker && !(indexed ? FindMarkerSeq(index.markers, snapshot, &stop_seq, error)
+                                    : FindMarkerSeq(path, snapshot, &stop_seq, error))) {
     return false;
   }
   Profile full;  // a whole replay, when one is needed to find the peak or to build the index
@@ -1401,7 +1431,12 @@ bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::stri
 }
 
 std::string Profile::SnapshotLabel() const {
-  if (snapshot.kind == SnapshotSpec::kEnd) return end ? "exit" : "the end of the capture";
+  if (snapshot.kind == SnapshotSpec::kEnd) {
+    // @end named in a capture whose default "exit" is the program's end: not that exit.
+    if (!snapshot.text.empty() && program_end_seq) return "the end of the process";
+    return end ? "exit" : "the end of the capture";
+  }
+  if (AtProgramEndByDefault()) return "exit";  // ProgramEndNote says which exit
   char when[48];
   std::snprintf(when, sizeof when, " (%.3f s)", snapshot_seconds);
   return snapshot.text + when;
@@ -1414,7 +1449,8 @@ bool ParseCaptureArgument(const std::string& argument, std::string* path, Snapsh
   size_t at = std::min(argument.find("@marker:"), argument.find("@snapshot:"));
   if (at == std::string::npos) at = argument.rfind('@');
   std::string text = at == std::string::npos ? "" : argument.substr(at + 1);
-  bool known = text == "end" || text == "peak" || text.rfind("t=", 0) == 0 ||
+  bool known = text == "end" || text == "peak" || text == "program-end" ||
+               text.rfind("t=", 0) == 0 ||
                text.rfind("marker:", 0) == 0 || text.rfind("snapshot:", 0) == 0;
   if (at == std::string::npos || !known) {
     *path = argument;  // no snapshot; a path may contain '@'
@@ -1425,6 +1461,10 @@ bool ParseCaptureArgument(const std::string& argument, std::string* path, Snapsh
   if (text == "end") return true;
   if (text == "peak") {
     spec->kind = SnapshotSpec::kPeak;
+    return true;
+  }
+  if (text == "program-end") {
+    spec->kind = SnapshotSpec::kProgramEnd;
     return true;
   }
   if (text.rfind("t=", 0) == 0) {

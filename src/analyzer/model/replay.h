@@ -103,11 +103,14 @@ struct Totals {
 };
 
 // Which moment of a capture a profile describes: the "in use" figures (leaked_*) are what was
-// live then. Written after the capture's path: FILE@end (the default), FILE@peak, FILE@t=2.5s,
-// FILE@marker:NAME[#K] (just before the K-th marker NAME, from 1), FILE@snapshot:NAME[#K]
-// (just before the K-th snapshot the program asked for under NAME).
+// live then. Written after the capture's path: FILE@end (the end of the process), FILE@peak,
+// FILE@t=2.5s, FILE@marker:NAME[#K] (just before the K-th marker NAME, from 1),
+// FILE@snapshot:NAME[#K] (just before the K-th snapshot the program asked for under NAME),
+// FILE@program-end (just before a Python program's own code ended: format::kProgramEnd). With
+// no specifier, "exit": the program's end when the capture has one, else the process's end
+// (LoadProfile decides; the spec's text stays empty).
 struct SnapshotSpec {
-  enum Kind { kEnd, kPeak, kTime, kMarker, kSnapshot };
+  enum Kind { kEnd, kPeak, kTime, kMarker, kSnapshot, kProgramEnd };
   Kind kind = kEnd;
   double seconds = 0;       // kTime: since the start of recording
   std::string name;         // kMarker, kSnapshot
@@ -225,6 +228,9 @@ struct Profile {
   uint64_t UnrecordedChildren() const {
     return earlier_unrecorded_children + (end ? end->unrecorded_children : 0);
   }
+  // Where a Python program's own code ended (format::EventKind::kProgramEnd) in the last image,
+  // even past the snapshot; 0 when it has none (native programs, os._exit, a killed process).
+  uint64_t program_end_seq = 0;
   SnapshotSpec snapshot;            // the moment the in-use figures describe
   double snapshot_seconds = 0;      // when that moment was
   uint64_t from_checkpoint_seq = 0;  // the replay started from the snapshot index's state there
@@ -252,6 +258,11 @@ struct Profile {
 
   // "exit", "peak (2.310 s)", "t=2.5s (2.501 s)": what the in-use figures describe.
   std::string SnapshotLabel() const;
+  // The in-use figures are a Python program's "at exit" by default: the end of its own code,
+  // not of the process (the text views say so in ProgramEndNote, the JSON in "snapshot").
+  bool AtProgramEndByDefault() const {
+    return snapshot.kind == SnapshotSpec::kProgramEnd && snapshot.text.empty();
+  }
   std::vector<std::string> warnings;
 
   // Seconds since the start of recording at which the event with this seq had happened.

@@ -470,5 +470,59 @@ TEST(Replay, SizesPastTheLastBucketLandInIt) {
   EXPECT_EQ(SizeBucketOf(4096), 12);
 }
 
-}  // namespace memlens::analyzer
+// A Python program's own end (kProgramEnd) is "exit" by default; @end is still the process's.
+TEST(Replay, ExitIsTheProgramsEndWhenTheCaptureHasOne) {
+  CaptureBuilder b;
+  b.Add(EventKind::kMalloc, 0xa0, 100, 1);  // a module global
+  b.Add(EventKind::kProgramEnd, 0);
+  b.Add(EventKind::kMalloc, 0xb0, 30, 2);  // an atexit handler's, never freed
+  b.Add(EventKind::kFree, 0xa0);           // the interpreter's shutdown
+  std::string path = Save(b.File(true));
+  std::string error;
+  for (bool indexed : {false, true}) {  // the second time, from the index the first one built
+    SnapshotSpec spec;
+    Profile at_exit;
+    ASSERT_TRUE(LoadProfile(path, spec, &at_exit, &error)) << error;
+    EXPECT_TRUE(at_exit.AtProgramEndByDefault()) << indexed;
+    EXPECT_EQ(at_exit.program_end_seq, 1u);
+    EXPECT_EQ(at_exit.totals.leaked_bytes, 100u);
+    EXPECT_EQ(at_exit.stacks[1].leaked_bytes, 100u);
+    EXPECT_EQ(at_exit.stacks.count(2), 0u);
+    EXPECT_EQ(at_exit.SnapshotLabel(), "exit");
+    Profile process_end;
+    std::string file;
+    ASSERT_TRUE(ParseCaptureArgument(path + "@end", &file, &spec, &error));
+    ASSERT_TRUE(LoadProfile(file, spec, &process_end, &error)) << error;
+    EXPECT_EQ(process_end.totals.leaked_bytes, 30u);
+    EXPECT_EQ(process_end.SnapshotLabel(), "the end of the process");
+    Profile program_end;
+    ASSERT_TRUE(ParseCaptureArgument(path + "@program-end", &file, &spec, &error));
+    EXPECT_EQ(spec.kind, SnapshotSpec::kProgramEnd);
+    ASSERT_TRUE(LoadProfile(file, spec, &program_end, &error)) << error;
+    EXPECT_EQ(program_end.totals.leaked_bytes, 100u);
+    EXPECT_FALSE(program_end.AtProgramEndByDefault());
+  }
+  std::remove(path.c_str());
+  for (const std::string& index : IndexPathsFor(path)) std::remove(index.c_str());
+}
 
+TEST(Replay, WithoutTheProgramsEndExitIsTheProcesssEnd) {
+  CaptureBuilder b;
+  b.Add(EventKind::kMalloc, 0xa0, 100, 1);
+  b.Add(EventKind::kFree, 0xa0);
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error, file;
+  ASSERT_TRUE(LoadProfile(path, &p, &error)) << error;
+  EXPECT_EQ(p.snapshot.kind, SnapshotSpec::kEnd);
+  EXPECT_EQ(p.SnapshotLabel(), "exit");
+  SnapshotSpec spec;
+  ASSERT_TRUE(ParseCaptureArgument(path + "@program-end", &file, &spec, &error));
+  Profile none;
+  EXPECT_FALSE(LoadProfile(file, spec, &none, &error));
+  EXPECT_NE(error.find("no end of a Python program's code"), std::string::npos) << error;
+  std::remove(path.c_str());
+  for (const std::string& index : IndexPathsFor(path)) std::remove(index.c_str());
+}
+
+}  // namespace memlens::analyzer

@@ -189,6 +189,7 @@ bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
     out.peak_seq = r.Next();
     out.peak_bytes = r.Next();
     out.peak_blocks = r.Next();
+    out.program_end_seq = r.Next();
     uint64_t points = r.Next(), ns = 0;
     for (uint64_t i = 0; i < points && r.ok(); ++i) {
       ns += r.Next();
@@ -399,6 +400,7 @@ bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
   PutVarint(&table, index->peak_seq);
   PutVarint(&table, index->peak_bytes);
   PutVarint(&table, index->peak_blocks);
+  PutVarint(&table, index->program_end_seq);
   PutVarint(&table, index->timeline.size());
   uint64_t last_ns = 0;
   for (const TimelinePoint& p : index->timeline) {

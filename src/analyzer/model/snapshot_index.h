@@ -69,6 +69,7 @@ struct SnapshotIndex {
   uint64_t peak_seq = 0;
   uint64_t peak_bytes = 0;
   uint64_t peak_blocks = 0;
+  uint64_t program_end_seq = 0;  // Profile::program_end_seq
   std::vector<TimelinePoint> timeline;  // the whole capture's
   std::vector<IndexCheckpoint> checkpoints;  // by seq
   std::vector<IndexChunk> chunks;            // by offset
