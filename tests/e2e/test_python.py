@@ -31,15 +31,20 @@ def tracemalloc_reference(python):
     return [(int(reference[i]), int(reference[i + 1])) for i in (0, 2)]
 
 
-def traced(python, script, *markers, tmp_path):
-    """{marker: (bytes, blocks)} that tracemalloc counts in use at the marked lines of the script
-    when it exits, run without memlens under the interpreter under test (traced_lines.py)."""
+def traced(python, tmp_path, *args):
+    """{(file, line): (bytes, blocks)} that tracemalloc counts in use when `python *args` exits,
+    run without memlens (tests/python/traced/sitecustomize.py)."""
     out = tmp_path / "traced.json"
-    subprocess.run([python, str(REPO / "tests" / "python" / "traced_lines.py"), str(out),
-                    str(SCRIPTS / script), *markers], capture_output=True, text=True, check=True,
-                   timeout=120, cwd=SCRIPTS,
-                   env=dict(os.environ, PYTHONPATH=str(BUILD / "tests" / "python")))
-    return {marker: tuple(found) for marker, found in json.loads(out.read_text()).items()}
+    path = os.pathsep.join([str(REPO / "tests" / "python" / "traced"), str(BUILD / "tests" / "python")])
+    subprocess.run([python, *args], capture_output=True, text=True, check=True, timeout=120,
+                   cwd=SCRIPTS, env=dict(os.environ, PYTHONPATH=path, MEMLENS_TRACED_OUT=str(out)))
+    return {(file, line): (size, count) for file, line, size, count in json.loads(out.read_text())}
+
+
+def traced_at(python, tmp_path, script, marker):
+    """What tracemalloc counts in use at exit at the marked line of the script (under SCRIPTS)."""
+    found = traced(python, tmp_path, str(SCRIPTS / script))
+    return found.get((str(SCRIPTS / script), line_of(script, marker)))
 
 
 def comprehension_frame(python):
@@ -131,7 +136,7 @@ def test_growth_shows_at_the_append_line(record_python, python, tmp_path):
     assert row["site"]["function"] == "remember"
     # What tracemalloc counts there: the objects' and the list's sizes as Python reports them,
     # and, in a free-threaded build, the list's header and the arrays it has not yet freed.
-    reference = traced(python, "growth.py", "append", tmp_path=tmp_path)["append"]
+    reference = traced_at(python, tmp_path, "growth.py", "append")
     assert (row["leaked_bytes"], row["leaked_blocks"]) == reference
     assert row["leaked_bytes"] >= 10_000 * item_size + list_items
     tree = r.analyze("tree", "--metric", "leaked", "--min-percent", "0")
@@ -155,12 +160,13 @@ def test_threads_generators_coroutines_and_c_extensions(record_python, python, t
     # Each line's bytes and blocks as tracemalloc counts them: with the GIL, the bytearrays'
     # sizes; a free-threaded build also still holds there the list's first array, replaced by a
     # later append and freed only at a later quiescent point.
-    reference = traced(python, script, "thread", "generator", "coroutine", tmp_path=tmp_path)
+    reference = traced(python, tmp_path, str(SCRIPTS / script))
     for marker, size in (("thread", python.size_of("bytearray(3_000_000)")),
                          ("generator", 3 * python.size_of("bytearray(1_000_000)")),
                          ("coroutine", python.size_of("bytearray(2_000_000)"))):
         row = one_row(r, script, marker)
-        assert (row["leaked_bytes"], row["leaked_blocks"]) == reference[marker], marker
+        expected = reference.get((str(SCRIPTS / script), line_of(script, marker)))
+        assert (row["leaked_bytes"], row["leaked_blocks"]) == expected, marker
         assert row["leaked_bytes"] >= size, marker
     generator = one_row(r, script, "generator")
     # C code called from Python with the GIL released: still the Python line that called it.
