@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from interpreters import CACHE, TESTS_PYTHON, under_test
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("MEMLENS_BUILD_DIR", REPO / "build"))
 MEMLENS = BUILD / "bin" / "memlens"
@@ -19,6 +21,38 @@ SOURCES = REPO / "tests" / "programs"
 # `memlens run` indexes only captures past 2 MiB; the tests' captures are small, and their
 # views are to be checked with the index as well (test_run_index.py checks the threshold).
 os.environ["MEMLENS_INDEX_MIN_BYTES"] = "0"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "interpreter: runs once under each Python under test "
+                            "(the `python` fixture); ctest runs `-m interpreter` per interpreter")
+
+
+def pytest_report_header():
+    found = ", ".join(f"{i.tag} ({i})" for i in under_test())
+    return [f"Pythons under test: {found}; tools/build-pythons builds 3.13, 3.14 and their "
+            f"free-threaded builds into {CACHE}"]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "python" in getattr(item, "fixturenames", ()):
+            item.add_marker("interpreter")
+
+
+@pytest.fixture(scope="session", params=under_test(), ids=lambda i: f"py{i.tag}")
+def python(request):
+    """The interpreter under test (interpreters.py): every test that records Python takes it, and
+    so runs once under each interpreter."""
+    interpreter = request.param
+    hooks = BUILD / "lib" / f"libmemlens_python{interpreter.tag}.so"
+    # The tests' own Python without hooks is a build without its headers (the tests skip, saying
+    # so); any other interpreter found here is one the build was to make hooks for.
+    if interpreter.executable != TESTS_PYTHON and not hooks.exists():
+        pytest.fail(f"no hooks for Python {interpreter.tag} ({interpreter}): {hooks} is missing; "
+                    "configure with -DMEMLENS_PYTHONS=<its executable> (tools/test passes every "
+                    "finished build under the cache)", pytrace=False)
+    return interpreter
 
 
 def line_of(source, marker):

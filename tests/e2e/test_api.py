@@ -7,14 +7,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 
 from conftest import BUILD, MEMLENS, PROGRAMS, REPO, Recorded, line_of, memlens
 
 EXAMPLES = BUILD / "examples"
-PYTHON = os.environ.get("MEMLENS_TEST_PYTHON", sys.executable)
 
 
 def example_line(name, marker):
@@ -263,13 +261,13 @@ HOOKS = list((BUILD / "lib").glob("libmemlens_python*.so"))
 
 
 @pytest.fixture(scope="module")
-def python_heaps(tmp_path_factory):
-    return record_example(tmp_path_factory, [PYTHON, str(REPO / "examples" / "python_heaps.py")],
+def python_heaps(tmp_path_factory, python):
+    return record_example(tmp_path_factory, [python, str(REPO / "examples" / "python_heaps.py")],
                           env={"PYTHONPATH": str(REPO / "src" / "python")})
 
 
-def test_python_api_is_a_no_op_without_memlens():
-    out = subprocess.run([PYTHON, str(REPO / "examples" / "python_heaps.py")], capture_output=True,
+def test_python_api_is_a_no_op_without_memlens(python):
+    out = subprocess.run([python, str(REPO / "examples" / "python_heaps.py")], capture_output=True,
                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO / "src" / "python")))
     assert out.returncode == 0 and out.stdout == "done 30 False\n", out.stderr
 

@@ -2,13 +2,10 @@
 the program's name without `--`, and through `python3 -m memlens run`."""
 import os
 import subprocess
-import sys
 
 import pytest
 
 from conftest import BUILD, MEMLENS, PROGRAMS, REPO
-
-PYTHON = os.environ.get("MEMLENS_TEST_PYTHON", sys.executable)
 
 # Lists and empty lists (a command-line library reads "[a,b]" as a list), the empty word, spaces,
 # glob and shell characters, memlens's own options and `--`, and bytes that are not UTF-8.
@@ -39,14 +36,14 @@ def test_arguments_reach_the_program_byte_for_byte(tmp_path, dashes):
 
 
 @pytest.mark.parametrize("dashes", [["--"], []], ids=["with --", "without --"])
-def test_arguments_reach_a_python_script_byte_for_byte(tmp_path, dashes):
+def test_arguments_reach_a_python_script_byte_for_byte(tmp_path, dashes, python):
     script = tmp_path / "print_args.py"
     script.write_text(PRINT_ARGS_PY)
-    direct = run([os.fsencode(PYTHON), os.fsencode(script), *ARGS], tmp_path)
+    direct = run([os.fsencode(python), os.fsencode(script), *ARGS], tmp_path)
     assert direct.returncode == 0 and direct.stdout == b"\0".join(ARGS) + b"\0"
     env = dict(os.environ, PYTHONPATH=str(REPO / "src" / "python"), MEMLENS_BUILD_DIR=str(BUILD))
     capture = tmp_path / "args.mlens"
-    recorded = subprocess.run([os.fsencode(PYTHON), b"-m", b"memlens", b"run", b"-o",
+    recorded = subprocess.run([os.fsencode(python), b"-m", b"memlens", b"run", b"-o",
                                os.fsencode(capture), *dashes, os.fsencode(script), *ARGS],
                               capture_output=True, timeout=120, cwd=tmp_path, env=env)
     assert recorded.stderr.endswith(b"capture written to " + os.fsencode(capture) + b"\n")

@@ -6,13 +6,12 @@ without network, so the launcher is pip's own."""
 import os
 import pathlib
 import subprocess
-import sys
 import zipfile
 
 import pytest
 
 from conftest import MEMLENS, REPO, Recorded
-from test_python import HOOKS, PYTHON, SCRIPTS, python_size
+from test_python import HOOKS, SCRIPTS
 
 APP = REPO / "tests" / "python" / "installed_app"
 pytestmark = pytest.mark.skipif(not HOOKS, reason="memlens was built without Python headers, "
@@ -25,7 +24,7 @@ def marker_line(path, marker):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def installed(tmp_path_factory, python):
     """(prefix, site-packages) of lensapp installed by pip from a wheel made here."""
     tmp = tmp_path_factory.mktemp("app")
     wheel = tmp / "lensapp-1.0-py3-none-any.whl"
@@ -43,15 +42,15 @@ def installed(tmp_path_factory):
             z.writestr(names[-1], text)
         z.writestr(info + "RECORD", "".join(f"{n},,\n" for n in names + [info + "RECORD"]))
     prefix = tmp / "prefix"
-    proc = subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+    proc = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
                            "--disable-pip-version-check", "--prefix", str(prefix), str(wheel)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    # lib/python3.13t/site-packages in a free-threaded build: the interpreter says where.
-    site = pathlib.Path(subprocess.run(
-        [PYTHON, "-c", "import sys, sysconfig; print(sysconfig.get_path('purelib', vars="
-         "{'base': sys.argv[1], 'platbase': sys.argv[1]}))", str(prefix)],
-        capture_output=True, text=True, check=True).stdout.strip())
+    # Where pip's --prefix puts it (a free-threaded build's folder is python3.13t): asked of the
+    # interpreter.
+    site = pathlib.Path(python.output(
+        "import sysconfig; print(sysconfig.get_path('purelib', 'posix_prefix', "
+        f"vars={{'base': {str(prefix)!r}}}))").strip())
     assert (prefix / "bin" / "lensapp").read_text().splitlines()[-1].strip() == "sys.exit(main())"
     return prefix, site
 
@@ -66,27 +65,27 @@ def top_site_by_peak(tmp_path, site_packages, *command):
     return rows[0]
 
 
-def test_console_script_sites_are_its_package_lines(installed, tmp_path):
+def test_console_script_sites_are_its_package_lines(installed, tmp_path, python):
     prefix, site = installed
     row = top_site_by_peak(tmp_path, site, str(prefix / "bin" / "lensapp"))
     assert row["site"]["file"] == str(site / "lensapp" / "work.py")
     assert row["site"]["line"] == marker_line(APP / "lensapp" / "work.py", "app_block")
     assert row["site"]["function"] == "build"
-    assert row["peak_bytes"] == python_size("bytearray(6_000_000)")
+    assert row["peak_bytes"] == python.size_of("bytearray(6_000_000)")
 
 
-def test_python_dash_m_sites_are_its_package_lines(installed, tmp_path):
+def test_python_dash_m_sites_are_its_package_lines(installed, tmp_path, python):
     prefix, site = installed
-    row = top_site_by_peak(tmp_path, site, PYTHON, "-m", "lensapp")
+    row = top_site_by_peak(tmp_path, site, python, "-m", "lensapp")
     assert row["site"]["file"] == str(site / "lensapp" / "work.py")
     assert row["site"]["line"] == marker_line(APP / "lensapp" / "work.py", "app_block")
-    assert row["peak_bytes"] == python_size("bytearray(6_000_000)")
+    assert row["peak_bytes"] == python.size_of("bytearray(6_000_000)")
 
 
-def test_installed_package_called_from_a_script_stays_a_library(installed, tmp_path):
+def test_installed_package_called_from_a_script_stays_a_library(installed, tmp_path, python):
     prefix, site = installed
     script = SCRIPTS / "uses_lensapp.py"
-    row = top_site_by_peak(tmp_path, site, PYTHON, str(script))
+    row = top_site_by_peak(tmp_path, site, python, str(script))
     assert row["site"]["file"] == str(script)
     assert row["site"]["line"] == marker_line(script, "calls_lensapp")
-    assert row["peak_bytes"] == python_size("bytearray(6_000_000)")
+    assert row["peak_bytes"] == python.size_of("bytearray(6_000_000)")

@@ -6,7 +6,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -36,8 +35,7 @@ def test_closing_every_descriptor_keeps_the_capture_out_of_the_program_files(
     assert r.proc.stderr.count("opened the capture again") == (1 if how == "raw" else 0)
 
 
-def test_python_closerange_keeps_the_capture_out_of_its_file(tmp_path):
-    python = os.environ.get("MEMLENS_TEST_PYTHON", sys.executable)
+def test_python_closerange_keeps_the_capture_out_of_its_file(tmp_path, python):
     script = ("import os, time\n"
               "os.closerange(3, 65536)\n"
               "f = open('own.txt', 'w'); f.write('program data\\n'); f.flush()\n"

@@ -1,6 +1,8 @@
 """`pip install .` in a fresh virtual environment gives a working memlens: the console script,
 `python3 -m memlens`, and Python frames from the installed hooks. Slow (a full build inside
-pip), so it runs once and checks everything on the one installation."""
+pip), so it runs once and checks everything on the one installation, under the Python running the
+tests only: a wheel for another interpreter would rebuild all of memlens (minutes each) to differ
+only by its hooks library, which the other Python tests check under every interpreter."""
 import os
 import subprocess
 import sys

@@ -4,9 +4,11 @@ replaying, and must answer exactly what a replay answers."""
 import json
 import os
 import subprocess
-import sys
 
 from conftest import MEMLENS, PROGRAMS, REPO, memlens, record_killed
+# The Python program here checks the index, whose records are the same whatever the interpreter
+# (test_python.py checks those records under each): the tests' own Python is enough.
+from interpreters import TESTS_PYTHON
 
 
 def view(*args, index=True):
@@ -49,7 +51,7 @@ def test_no_index_when_asked(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO / "src" / "python"))
     script = tmp_path / "script.py"
     script.write_text("x = [str(i) for i in range(1000)]\n")
-    proc = subprocess.run([sys.executable, "-m", "memlens", "run", "--no-index", "-o",
+    proc = subprocess.run([TESTS_PYTHON, "-m", "memlens", "run", "--no-index", "-o",
                            str(tmp_path / "py.mlens"), str(script)], capture_output=True,
                           text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr

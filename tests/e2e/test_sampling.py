@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, MEMLENS, PROGRAMS, REPO, Recorded, memlens
-from test_python import HOOKS, PYTHON, SCRIPTS
+from test_python import HOOKS, SCRIPTS
 
 MiB = 1 << 20
 DEFAULT_RATE = 32 * 1024
@@ -196,7 +196,7 @@ def test_the_agent_refuses_a_bad_rate_in_the_environment(tmp_path):
 
 
 @pytest.mark.skipif(not HOOKS, reason="memlens was built without Python headers")
-def test_python_program_sampled_through_python_m_memlens(tmp_path):
+def test_python_program_sampled_through_python_m_memlens(tmp_path, python):
     """A million ints, a bytearray and 20,000 bytes of 2,000, recorded by `python3 -m memlens
     run --sample`: at their Python lines, the estimates for the ints (~40 MB of small objects)
     and the bytes (~41 MB of blocks that pymalloc passes on to the raw domain) land within three
@@ -212,7 +212,7 @@ def test_python_program_sampled_through_python_m_memlens(tmp_path):
     captures = {}
     for mode, options in (("sampled", ["--sample"]), ("full", [])):
         captures[mode] = tmp_path / f"{mode}.mlens"
-        proc = subprocess.run([PYTHON, "-m", "memlens", "run", "-o", str(captures[mode]), *options,
+        proc = subprocess.run([python, "-m", "memlens", "run", "-o", str(captures[mode]), *options,
                                str(script)], capture_output=True, text=True, timeout=300, env=env,
                               cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr

@@ -8,11 +8,13 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 
 import pytest
 
 from conftest import MEMLENS, PROGRAMS, memlens
+# The Python program here checks the index, whose records are the same whatever the interpreter
+# (test_python.py checks those records under each): the tests' own Python is enough.
+from interpreters import TESTS_PYTHON
 
 EXAMPLES = PROGRAMS.parent.parent / "examples"
 
@@ -65,7 +67,7 @@ def captures(tmp_path_factory):
     script = folder / "objects.py"
     script.write_text(PYTHON_SCRIPT)
     capture = folder / "python.mlens"
-    proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", sys.executable, str(script)],
+    proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", TESTS_PYTHON, str(script)],
                           capture_output=True, text=True, timeout=120, cwd=folder, env=RUN_ENV)
     assert proc.returncode == 0, proc.stderr
     found["python"] = capture

@@ -4,13 +4,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from conftest import MEMLENS, PROGRAMS, Recorded, memlens
-
-PYTHON = os.environ.get("MEMLENS_TEST_PYTHON", sys.executable)
+# The pyenv test records bash, not Python (pyenv runs the interpreter as an unrecorded child):
+# the tests' own Python is enough for it.
+from interpreters import TESTS_PYTHON as PYTHON
 
 
 def run_both(program, *args, cwd):
