@@ -3,7 +3,7 @@
  * The C ABI between the agent (libmemlens.so, which knows nothing of Python) and the Python
  * hooks library (src/python/, the only code that includes Python.h). When the agent finds a
  * Python interpreter in the process (the symbol Py_Version), it loads
- * libmemlens_python<major>.<minor>.so from its own folder and calls its
+ * libmemlens_python<major>.<minor>[t].so (t: free-threaded) from its own folder and calls its
  * memlens_python_attach(&bridge) before the interpreter initializes; the hooks library wraps
  * Python's allocator domains and answers the agent's requests for Python frames.
  *
@@ -27,6 +27,11 @@ extern "C" {
 typedef int (*MemlensPythonFrameReader)(uint64_t* frames, int max);
 
 #define MEMLENS_PYTHON_ENTRY_BIT (UINT64_C(1) << 62)
+
+/* A symbol that only a free-threaded interpreter (3.13t, 3.14t: built --disable-gil) exports,
+ * there from before Py_Initialize: how the agent and the hooks library tell it from the GIL
+ * build of the same version. Checked in both builds of 3.13 and 3.14 (docs/python.md). */
+#define MEMLENS_FREE_THREADED_SYMBOL "_Py_DecRefShared"
 
 struct MemlensAgentBridge {
   int version; /* MEMLENS_PYTHON_BRIDGE_VERSION */

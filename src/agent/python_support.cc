@@ -135,12 +135,13 @@ void AttachPython() {
     }
     return;
   }
+  // The layout differs by version and by build: a free-threaded interpreter has hooks of its own.
   unsigned major = (*version >> 24) & 0xff, minor = (*version >> 16) & 0xff;
-  std::string path = OwnFolder() + "/libmemlens_python" + std::to_string(major) + "." +
-                     std::to_string(minor) + ".so";
+  std::string tag = std::to_string(major) + "." + std::to_string(minor) +
+                    (dlsym(RTLD_DEFAULT, MEMLENS_FREE_THREADED_SYMBOL) ? "t" : "");
+  std::string path = OwnFolder() + "/libmemlens_python" + tag + ".so";
   if (access(path.c_str(), R_OK) != 0) {
-    std::string message = "Python " + std::to_string(major) + "." + std::to_string(minor) +
-                          " is not supported by this memlens build (no " + path +
+    std::string message = "Python " + tag + " is not supported by this memlens build (no " + path +
                           "): Python frames are not recorded, only native allocations";
     Say(message.c_str());
     return;

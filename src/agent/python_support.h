@@ -19,7 +19,8 @@ struct PythonCodeInfo {
   uint64_t first_line;
 };
 
-// Loads libmemlens_python<major>.<minor>.so next to the agent when the process runs Python.
+// Loads libmemlens_python<tag>.so (3.13, 3.13t...: version and build) next to the agent when
+// the process runs Python.
 void AttachPython();
 // The code object registered under id, or nullptr (unknown id).
 const PythonCodeInfo* FindPythonCode(uint64_t id);

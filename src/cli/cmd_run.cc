@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -33,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/export/format_units.h"
@@ -168,14 +170,16 @@ std::string OutputOf(const std::vector<std::string>& argv) {
   return out;
 }
 
-// "3.11" when the file at path, its links followed, is named python3.11 (as Debian, pyenv,
-// venv and conda install an interpreter, python3 being a link to it); "" otherwise.
-std::string VersionInName(const std::string& path) {
+// "3.13", or "3.13t" for a free-threaded build, when the file at path, its links followed, is
+// named python3.13 or python3.13t (as Debian, pyenv, venv, conda and CPython's own install name
+// an interpreter, python3 being a link to it); "" otherwise.
+std::string TagInName(const std::string& path) {
   char real[PATH_MAX];
   if (!realpath(path.c_str(), real)) return "";
   std::string name = Basename(real);
   if (name.rfind("python", 0) != 0) return "";
-  std::string version = name.substr(6);
+  std::string tag = name.substr(6);
+  std::string version = !tag.empty() && tag.back() == 't' ? tag.substr(0, tag.size() - 1) : tag;
   size_t dot = version.find('.');
   auto digits = [](const std::string& text) {
     return !text.empty() && text.size() <= 3 &&
@@ -185,37 +189,49 @@ std::string VersionInName(const std::string& path) {
       !digits(version.substr(dot + 1))) {
     return "";
   }
-  return version;
+  return tag;
 }
 
-// A Python interpreter is recorded with its Python frames only where this memlens has hooks for
-// its version (libmemlens_python<major>.<minor>.so next to the agent); any other is refused
-// rather than read wrongly.
-bool CheckPython(const std::string& program, const std::string& path, const std::string& agent,
-                 std::string* error) {
-  if (Basename(program).rfind("python", 0) != 0) return true;
-  std::string version = VersionInName(path);
-  if (version.empty()) {
-    // -I -S: no site import, no environment: the version in a tenth of a full start-up, which
-    // is still 30 ms on top of the program's own.
-    version =
-        OutputOf({program, "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"});
-  }
-  while (!version.empty() && (version.back() == '\n' || version.back() == '\r')) version.pop_back();
-  if (version.empty()) return true;  // not an interpreter after all: run it as it is
-  std::string hooks = Dirname(agent) + "/libmemlens_python" + version + ".so";
-  if (access(hooks.c_str(), R_OK) == 0) return true;
-  std::string supported;
-  if (DIR* dir = opendir(Dirname(agent).c_str())) {
+// The tags of the hooks libraries next to the agent (libmemlens_python<tag>.so), sorted.
+std::string SupportedTags(const std::string& folder) {
+  std::vector<std::string> tags;
+  if (DIR* dir = opendir(folder.c_str())) {
+    constexpr std::string_view kPrefix = "libmemlens_python", kSuffix = ".so";
     while (dirent* entry = readdir(dir)) {
-      std::string name = entry->d_name;
-      if (name.rfind("libmemlens_python", 0) == 0 && name.size() > 20) {
-        supported += (supported.empty() ? "" : ", ") + name.substr(17, name.size() - 20);
+      std::string_view name = entry->d_name;
+      if (name.size() > kPrefix.size() + kSuffix.size() && name.starts_with(kPrefix) &&
+          name.ends_with(kSuffix)) {
+        tags.emplace_back(name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size()));
       }
     }
     closedir(dir);
   }
-  *error = "Python " + version + " is not supported: this memlens reads the frames of Python " +
+  std::sort(tags.begin(), tags.end());
+  std::string list;
+  for (const auto& tag : tags) list += (list.empty() ? "" : ", ") + tag;
+  return list;
+}
+
+// A Python interpreter is recorded with its Python frames only where this memlens has hooks for
+// its version and build (libmemlens_python<tag>.so next to the agent, tag as in TagInName); any
+// other is refused rather than read wrongly. The agent makes the same choice at run time
+// (agent/python_support.cc), from the interpreter's own symbols.
+bool CheckPython(const std::string& program, const std::string& path, const std::string& agent,
+                 std::string* error) {
+  if (Basename(program).rfind("python", 0) != 0) return true;
+  std::string tag = TagInName(path);
+  if (tag.empty()) {
+    // -I -S: no site import, no environment: the version in a tenth of a full start-up, which
+    // is still 30 ms on top of the program's own. sys.abiflags holds "t" in a free-threaded build.
+    tag = OutputOf({program, "-I", "-S", "-c",
+                    "import sys; print('%d.%d' % sys.version_info[:2] + ('t' if 't' in "
+                    "sys.abiflags else ''))"});
+  }
+  while (!tag.empty() && (tag.back() == '\n' || tag.back() == '\r')) tag.pop_back();
+  if (tag.empty()) return true;  // not an interpreter after all: run it as it is
+  if (access((Dirname(agent) + "/libmemlens_python" + tag + ".so").c_str(), R_OK) == 0) return true;
+  std::string supported = SupportedTags(Dirname(agent));
+  *error = "Python " + tag + " is not supported: this memlens reads the frames of Python " +
            (supported.empty() ? std::string("(none: built without Python headers)") : supported) +
            "; run a supported interpreter";
   return false;

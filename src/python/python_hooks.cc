@@ -1,7 +1,8 @@
 // src/python/python_hooks.cc
 //
-// libmemlens_python<major>.<minor>.so: loaded by the agent (src/agent/python_support.cc) into
-// a Python process before the interpreter initializes. It wraps Python's three allocator
+// libmemlens_python<tag>.so (tag: 3.11, 3.13, 3.13t...; one per interpreter memlens is built
+// for): loaded by the agent (src/agent/python_support.cc) into a Python process before the
+// interpreter initializes. It wraps Python's three allocator
 // domains and pymalloc's arena allocator (PEP 445) so every allocation is recorded once, with
 // its domain, and gives the agent the calling thread's Python frames for every allocation,
 // native ones included.
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -161,6 +163,7 @@ int ReadFrames(uint64_t* out, int max) {
   FrameCacheSet* cache = ThreadFrameCache();
   int n = 0;
   for (InterpreterFrame* f = InnermostFrame(); f && n < max; f = OuterFrame(f)) {
+    if (!IsCodeFrame(f)) continue;
     uint64_t frame = FrameOf(cache, f);
     if (frame == kSetUpPosition) continue;
     if (IsEntryFrame(f)) frame |= MEMLENS_PYTHON_ENTRY_BIT;
@@ -200,7 +203,6 @@ inline bool ReleasesUnsampled(const void* ptr) {
 // and any other allocator behind us, go to the C library's malloc, which must see the guard so
 // that it does not count the bytes a second time.
 bool g_pymalloc_domain[3] = {false, false, false};
-constexpr size_t kPymallocLargest = 512;  // SMALL_REQUEST_THRESHOLD in CPython 3.11's obmalloc.c
 
 inline bool ServedByPymalloc(void* ctx, size_t size) {
   return g_pymalloc_domain[DomainOf(ctx)] && size - 1 < kPymallocLargest;
@@ -376,6 +378,12 @@ bool TextRangeOf(const void* address, uintptr_t* begin, uintptr_t* end) {
   return query.end != 0;
 }
 
+#ifdef Py_GIL_DISABLED
+constexpr bool kFreeThreaded = true;
+#else
+constexpr bool kFreeThreaded = false;
+#endif
+
 }  // namespace
 }  // namespace memlens::python
 
@@ -383,9 +391,18 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
     const MemlensAgentBridge* bridge) {
   using namespace memlens::python;
   if (!bridge || bridge->version != MEMLENS_PYTHON_BRIDGE_VERSION) return 1;
-  if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16)) {
-    bridge->say("the Python hooks were built for another Python version: Python frames are not "
-                "recorded, only native allocations");
+  // The agent picks the library by the same two facts; a library loaded by hand, or renamed,
+  // must still never read another layout.
+  bool free_threaded = dlsym(RTLD_DEFAULT, MEMLENS_FREE_THREADED_SYMBOL) != nullptr;
+  if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16) || free_threaded != kFreeThreaded) {
+    char line[200];
+    snprintf(line, sizeof line,
+             "these Python hooks were built for Python %d.%d%s, not for this Python %lu.%lu%s: "
+             "Python frames are not recorded, only native allocations",
+             PY_MAJOR_VERSION, PY_MINOR_VERSION, kFreeThreaded ? "t" : "",
+             static_cast<unsigned long>(Py_Version >> 24),
+             static_cast<unsigned long>((Py_Version >> 16) & 0xff), free_threaded ? "t" : "");
+    bridge->say(line);
     return 1;
   }
   void* slots = mmap(nullptr, kCodeSlots * sizeof(CodeSlot), PROT_READ | PROT_WRITE,
@@ -412,7 +429,7 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   bridge->set_python_ranges(hooks_begin, hooks_end, eval_begin, eval_end);
 
   // Asked before our wrappers are in place: afterwards the answer would be "custom".
-  const char* allocator = _PyMem_GetCurrentAllocatorName();
+  const char* allocator = CurrentAllocatorName();
   bool pymalloc = allocator && std::strcmp(allocator, "pymalloc") == 0;
   g_pymalloc_domain[PYMEM_DOMAIN_MEM] = g_pymalloc_domain[PYMEM_DOMAIN_OBJ] = pymalloc;
   static PyMemAllocatorEx wrappers[3];
