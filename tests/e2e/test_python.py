@@ -1,7 +1,6 @@
 """Python programs under memlens: exact bytes at exact Python lines, Python and native frames in
 one stack, and the interpreter's behaviour (argv, exit status, errors) unchanged."""
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -31,6 +30,13 @@ def python_version():
     return tuple(map(int, out.stdout.split()))
 
 
+def free_threaded():
+    """Whether the interpreter under test is a free-threaded build (3.13t...)."""
+    out = subprocess.run([PYTHON, "-c", "import sys; print('t' in sys.abiflags)"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout == "True\n"
+
+
 def python_size(expression):
     """sys.getsizeof(expression) in the interpreter under test."""
     out = subprocess.run([PYTHON, "-c", f"import sys; print(sys.getsizeof({expression}))"],
@@ -40,10 +46,11 @@ def python_size(expression):
 
 @pytest.fixture
 def record_python(tmp_path):
-    def run(*args, env=None, cwd=None, timeout=120):
+    def run(*args, env=None, cwd=None, timeout=120, interpreter=PYTHON):
         capture = tmp_path / "python.mlens"
         environment = dict(os.environ, PYTHONPATH=str(BUILD / "tests" / "python"), **(env or {}))
-        proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", PYTHON, *args],
+        proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", str(interpreter),
+                               *args],
                               capture_output=True, text=True, timeout=timeout, env=environment,
                               cwd=cwd or SCRIPTS)
         return Recorded(proc, capture)
@@ -83,18 +90,20 @@ def test_bytearray_and_a_million_ints_at_their_lines(record_python):
     if python_version() < (3, 12):  # from 3.12 a comprehension runs in its caller's frame (PEP 709)
         assert "<listcomp>" in {row["site"]["function"] for row in ints}
     assert sum(row["leaked_bytes"] for row in ints) == int_bytes
-    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_000
+    # A million ints and the list's array, less the ints 3.14 takes from its free list (<= 100).
+    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_001 - 100
 
 
 def numpy_data_in_python_allocator():
-    """Whether the interpreter under test's numpy takes an array's data from Python's RAW
-    domain (numpy 2.5 does; 2.4 called malloc), as tracemalloc, which sees that domain, tells;
-    None without numpy."""
-    out = subprocess.run([PYTHON, "-c", "import tracemalloc, numpy; tracemalloc.start(); "
-                          "a = numpy.ones(10_000_000); "
-                          "print(tracemalloc.get_traced_memory()[0] >= 80_000_000)"],
+    """Whether the interpreter under test's numpy takes an array's data from Python's RAW domain
+    (numpy 2.5's default_malloc calls PyMem_RawMalloc; 2.4's called malloc: seen in their
+    binaries. tracemalloc cannot tell: numpy moves its data to a tracemalloc domain of its own
+    either way); None without numpy."""
+    out = subprocess.run([PYTHON, "-c", "import numpy; print(numpy.__version__)"],
                          capture_output=True, text=True)
-    return {"True\n": True, "False\n": False}.get(out.stdout)
+    if out.returncode != 0:
+        return None
+    return tuple(int(part) for part in out.stdout.split(".")[:2]) >= (2, 5)
 
 
 def test_numpy_array_is_attributed_to_the_users_line(record_python):
@@ -121,7 +130,11 @@ def test_growth_shows_at_the_append_line(record_python):
     item_size, list_items = map(int, r.proc.stdout.split())
     row = one_row(r, "growth.py", "append")
     assert row["site"]["function"] == "remember"
-    assert row["leaked_bytes"] == 10_000 * item_size + list_items
+    reference = subprocess.run([PYTHON, str(SCRIPTS / "growth.py"), "tracemalloc"],
+                               capture_output=True, text=True, check=True).stdout
+    assert row["leaked_bytes"] == int(reference)
+    # The items and the list's array; a free-threaded build's array also has an 8-byte header.
+    assert row["leaked_bytes"] - (10_000 * item_size + list_items) == (8 if free_threaded() else 0)
     tree = r.analyze("tree", "--metric", "leaked", "--min-percent", "0")
     names = set()
 
@@ -170,8 +183,8 @@ def test_python_threads_leave_no_unmatched_free(record_python):
     assert summary["totals"]["unmatched_frees"] == 0
     assert summary["anomalies"]["total"] == 0
     row = one_row(r, "ten_threads.py", "thread_block")
-    # Per thread: the int 100_000 + i (freed at once), the bytearray object and its buffer.
-    assert (row["allocations"], row["leaked_blocks"]) == (30, 20)
+    # Per thread: the bytearray object and its buffer.
+    assert (row["allocations"], row["leaked_blocks"]) == (20, 20)
     assert row["leaked_bytes"] == sum(python_size(f"bytearray({100_000 + i})") for i in range(10))
     assert summary["process"]["threads"] == 11
 
@@ -226,29 +239,16 @@ def test_python_allocator_arenas_are_their_own_figure(record_python):
     assert 50_000_057 + 40_448_672 <= totals["peak_bytes"] < 50_000_057 + 40_448_672 + 8_000_000
 
 
-def test_unsupported_interpreter_is_refused():
-    others = [p for p in pathlib.Path("/root/.pyenv/versions").glob("3.*/bin/python3")
-              if not any(h.name == f"libmemlens_python{p.parent.parent.name.rsplit('.', 1)[0]}.so"
-                         for h in HOOKS)] if pathlib.Path("/root/.pyenv/versions").exists() else []
-    if not others:
-        pytest.skip("no other Python version is installed on this machine to be refused")
-    proc = memlens("run", "--", others[0], "-c", "print(1)")
-    assert proc.returncode == 2
-    assert "is not supported" in proc.stderr and "3.11" in proc.stderr
-
-
-def test_interpreter_version_is_read_from_its_name_without_starting_it(tmp_path):
-    """`memlens run` knows python3 -> python3.11 from the link's target name; starting the
-    interpreter to ask it would add a start-up to every run. A file named python3.99 is
-    refused before it runs: it would print "ran" if it did."""
-    fake = tmp_path / "python3.99"
-    fake.write_text("#!/bin/sh\necho ran\n")
-    fake.chmod(0o755)
-    link = tmp_path / "python3"
-    link.symlink_to(fake)
-    proc = memlens("run", "--", str(link), "-c", "pass")
-    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
-    assert "Python 3.99 is not supported" in proc.stderr
+def test_interpreter_behind_a_wrapper_is_asked_its_version_and_build(record_python, tmp_path):
+    """A wrapper named python (as pyenv's shims are) says no version in its name: `memlens run`
+    asks the interpreter, "3.13t" for a free-threaded one, and records with the hooks for it."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{PYTHON}" "$@"\n')
+    wrapper.chmod(0o755)
+    r = record_python(str(SCRIPTS / "lines.py"), interpreter=wrapper)
+    assert r.proc.returncode == 0, r.proc.stderr
+    blob = rows_at(r, "lines.py", "bytearray")
+    assert sum(row["leaked_bytes"] for row in blob) == python_size("bytearray(50_000_000)")
 
 
 def test_non_ascii_file_and_function_names(record_python, tmp_path):

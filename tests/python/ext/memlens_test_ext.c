@@ -40,6 +40,7 @@ static PyMethodDef methods[] = {
     {"alloc_in_native_thread", alloc_in_native_thread, METH_O, "malloc(n) in a non-Python thread"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "memlens_test_ext", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "memlens_test_ext", NULL, -1, methods,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit_memlens_test_ext(void) { return PyModule_Create(&module); }

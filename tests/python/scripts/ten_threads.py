@@ -5,13 +5,16 @@ import os
 import threading
 
 kept = [None] * 10
+# The sizes are made here: an int made in a thread may come from the interpreter's free list
+# (3.14) or not, and go back to it unseen.
+sizes = [100_000 + i for i in range(10)]
 
 
-def worker(i):
-    kept[i] = bytearray(100_000 + i)  # @thread_block
+def worker(i, size):
+    kept[i] = bytearray(size)  # @thread_block
 
 
-threads = [threading.Thread(target=worker, args=(i,)) for i in range(10)]
+threads = [threading.Thread(target=worker, args=(i, sizes[i])) for i in range(10)]
 for thread in threads:
     thread.start()
 for thread in threads:
