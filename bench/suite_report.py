@@ -398,7 +398,10 @@ Python hooks for {', '.join(hooks) or 'none'}. The interpreters:
 {interpreters}
 
 A cell that names a reason instead of a number: that column cannot run under that interpreter
-(a peer with no wheel for it, or a memlens build without its hooks).
+(a peer not installed for it, or a memlens build without its hooks). tools/build-pythons
+installs memray and black into its interpreters wherever PyPI has a wheel for them, so there
+"not installed" means no wheel (pip's fallback for black is its pure-Python wheel, which the
+list above marks: not the same program as the mypyc-compiled one).
 
 """
     parts = [text] + time_tables(all_cells, shown, level=3)
