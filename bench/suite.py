@@ -76,6 +76,8 @@ COLUMNS = {
     "memlens": ({"native", "python"}, "`memlens run -o CAPTURE --`: full tracing"),
     "memlens sampled": ({"native", "python"}, "`memlens run --sample`: sampling at the "
                         "default rate"),
+    "memlens no index": ({"native", "python"}, "`memlens run --no-index`: full tracing, "
+                         "without indexing the capture while the program runs"),
     "memlens baseline": ({"native", "python"}, "`memlens run` of the build given with "
                          "--baseline-build-dir: before/after in the same rounds"),
     "memlens sampled baseline": ({"native", "python"}, "`memlens run --sample` of the build "
@@ -122,7 +124,7 @@ class Interpreter:
         # them it would record native allocations only, a figure not comparable with the peers.
         if memlens and not (memlens.parent.parent / "lib" /
                             f"libmemlens_python{self.tag}.so").exists():
-            for column in ("memlens", "memlens sampled"):
+            for column in ("memlens", "memlens sampled", "memlens no index"):
                 self.unavailable[column] = f"no hooks for {self.tag} in this build"
 
     def python_modules(self, install):
@@ -171,9 +173,13 @@ class Setup:
         self.unavailable = {}  # column -> why it cannot run here
         self.missing_workloads = {}  # workload -> why it cannot run here
         RESULTS.mkdir(parents=True, exist_ok=True)
+        # At the start: the tree may move on while the rounds run (the memlens measured is
+        # the copy taken here).
+        self.commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always",
+                                      "--dirty"], capture_output=True, text=True).stdout.strip()
         self.memlens = snapshot_memlens(args.build_dir.resolve(), RESULTS / "memlens")
         if not self.memlens:
-            self.unavailable["memlens"] = "not built"
+            self.unavailable["memlens"] = self.unavailable["memlens no index"] = "not built"
             print(f"memlens: not found in {args.build_dir}; build it (bench/README.md).")
         self.baseline = None
         if args.baseline_build_dir:
@@ -305,6 +311,7 @@ def command(setup, column, case, argv, capture):
         memlens = setup.baseline if baseline else setup.memlens
         options = ((setup.baseline_sample_options if baseline else setup.sample_options)
                    if "sampled" in column else [])
+        options = options + (["--no-index"] if column == "memlens no index" else [])
         return [str(memlens), "run", "-o", str(capture)] + options + ["--"] + target
     if column == "heaptrack":
         return ["heaptrack", "-o", str(capture)] + target
@@ -474,9 +481,11 @@ def main():
                                                           if c not in COLUMNS]:
         p.error(f"unknown workload or column '{bad}'")
     partial = args.only or args.columns or args.quick
-    if not args.baseline_build_dir and not args.columns:
-        columns.remove("memlens baseline")  # columns only when asked for
-        columns.remove("memlens sampled baseline")
+    if not args.columns:  # columns only when asked for
+        columns.remove("memlens no index")
+        if not args.baseline_build_dir:
+            columns.remove("memlens baseline")
+            columns.remove("memlens sampled baseline")
     args.columns = ["unprofiled"] + [c for c in COLUMNS if c in columns and c != "unprofiled"]
     output = args.output or (RESULTS / "benchmarks.md" if partial else
                              ROOT / "docs" / "benchmarks.md")

@@ -7,7 +7,7 @@ import platform
 import statistics
 import subprocess
 
-CAPTURING = ["memlens", "memlens sampled", "memlens baseline",
+CAPTURING = ["memlens", "memlens sampled", "memlens no index", "memlens baseline",
              "memlens sampled baseline", "heaptrack", "memray",
              "memray native+py"]
 SAMPLED_BAR = 1.10
@@ -273,7 +273,7 @@ def pythons(setup):
 def header(setup, info):
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "?")
-    commit = first_line(["git", "-C", str(info["root"]), "describe", "--always", "--dirty"])
+    commit = setup.commit
     memlens = first_line([str(setup.memlens), "--version"]) if setup.memlens else "not built"
     sampled = (f"sampled column `memlens run {' '.join(setup.sample_options)}`"
                if setup.sample_options else "no sampling mode in this build")
@@ -380,7 +380,7 @@ def render_interpreters(setup, cases, results, info):
     workloads under each interpreter, the time tables and issue 26's bars."""
     all_cells = cells_of(cases, results, info)
     shown = [c for c in info["columns"] if c != "unprofiled" and c in setup.args.columns]
-    commit = first_line(["git", "-C", str(info["root"]), "describe", "--always", "--dirty"])
+    commit = setup.commit
     memlens = first_line([str(setup.memlens), "--version"]) if setup.memlens else "not built"
     hooks = sorted(p.name[len("libmemlens_python"):-3] for p in
                    (setup.memlens.parent.parent / "lib").glob("libmemlens_python*.so")
