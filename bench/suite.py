@@ -6,6 +6,8 @@ One command regenerates docs/benchmarks.md:
     python3 bench/suite.py                      # 5 rounds, the full sizes (15-20 minutes)
     python3 bench/suite.py --quick              # 1 round, 1/10 of the work: a smoke run
     python3 bench/suite.py --only churn_1t,black --columns memlens,heaptrack --runs 7
+    python3 bench/suite.py --interpreters PY311,PY313,PY313T --only py_objects,black \
+        --columns "memlens,memlens sampled,memray native+py,tracemalloc" --output docs/benchmarks.md
 
 Workloads: native allocation churn on 1 and 4 threads, deep C++ call stacks, 100,000 distinct
 call stacks, a pure-Python object-heavy script, a numpy script, and black (from PyPI) formatting
@@ -17,8 +19,11 @@ ratio is the median over rounds of the ratio to the unprofiled run of the same r
 tool's analyzer is timed on the capture of its own run in that round.
 
 A run with --only, --columns or --quick writes bench/results/benchmarks.md instead of
-docs/benchmarks.md, unless --output says otherwise. Stdlib only; see bench/README.md for what
-it needs (the setup step pip-installs the missing Python peers into the interpreter under test).
+docs/benchmarks.md, unless --output says otherwise. With --interpreters, each Python workload is
+a row per interpreter (all in the same rounds), and the run writes the output file's "Python
+interpreters" section only, in place of the one there; a full run keeps that section. Stdlib
+only; see bench/README.md for what it needs (the setup step pip-installs the missing Python
+peers into the interpreter under test, never into those given with --interpreters).
 """
 import argparse
 import json
@@ -71,6 +76,8 @@ COLUMNS = {
     "memlens": ({"native", "python"}, "`memlens run -o CAPTURE --`: full tracing"),
     "memlens sampled": ({"native", "python"}, "`memlens run --sample`: sampling at the "
                         "default rate"),
+    "memlens no index": ({"native", "python"}, "`memlens run --no-index`: full tracing, "
+                         "without indexing the capture while the program runs"),
     "memlens baseline": ({"native", "python"}, "`memlens run` of the build given with "
                          "--baseline-build-dir: before/after in the same rounds"),
     "memlens sampled baseline": ({"native", "python"}, "`memlens run --sample` of the build "
@@ -87,23 +94,92 @@ COLUMNS = {
 }
 
 
+class Interpreter:
+    """One Python under test: its tag ("3.13", "3.13t" for a free-threaded build), the peers and
+    packages importable by it with their versions, and which columns and workloads cannot run
+    under it and why."""
+
+    def __init__(self, path, install, memlens):
+        self.py = os.path.abspath(path)
+        with open(self.py, "rb") as f:
+            if f.read(2) == b"#!":
+                sys.exit(f"{self.py} is a script (a pyenv shim?); pass the interpreter itself")
+        self.tag = subprocess.run(
+            [self.py, "-I", "-S", "-c", "import sys, sysconfig; print('%d.%d%s' % (*sys."
+             "version_info[:2], 't' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"],
+            capture_output=True, text=True).stdout.strip()
+        if not self.tag:
+            sys.exit(f"{self.py} does not run as a Python interpreter")
+        self.unavailable = {}  # column -> why it cannot run under this interpreter
+        self.missing_workloads = {}  # workload -> why it cannot run under this interpreter
+        self.modules = self.python_modules(install)
+        for column, module in (("memray", "memray"), ("memray native+py", "memray"),
+                               ("scalene", "scalene")):
+            if module not in self.modules:
+                self.unavailable[column] = f"not installed for {self.tag}"
+        for name, module in (("py_numpy", "numpy"), ("black", "black")):
+            if module not in self.modules:
+                self.missing_workloads[name] = f"{module} not installed for {self.tag}"
+        # memlens records Python frames only where it has this interpreter's hooks; without
+        # them it would record native allocations only, a figure not comparable with the peers.
+        if memlens and not (memlens.parent.parent / "lib" /
+                            f"libmemlens_python{self.tag}.so").exists():
+            for column in ("memlens", "memlens sampled", "memlens no index"):
+                self.unavailable[column] = f"no hooks for {self.tag} in this build"
+
+    def python_modules(self, install):
+        """The peers and packages importable by this interpreter -> their versions (black's
+        marked when it is not the mypyc-compiled build); installs the missing ones with pip
+        first if told to."""
+        def versions():
+            code = ("import importlib.metadata as m, importlib.util as u, json\nout = {}\n"
+                    "for n in %r:\n try: out[n] = m.version(n)\n except m.PackageNotFoundError:"
+                    " pass\nif 'black' in out and not u.find_spec('black').origin.endswith("
+                    "'.so'):\n out['black'] += ' (pure Python, not mypyc-compiled)'\n"
+                    "print(json.dumps(out))" % PY_PACKAGES)
+            out = subprocess.run([self.py, "-c", code], capture_output=True, text=True).stdout
+            return json.loads(out or "{}")
+        found = versions()
+        missing = [m for m in PY_PACKAGES if m not in found]
+        if missing and install:
+            print(f"setup: {self.py} -m pip install {' '.join(missing)}", flush=True)
+            subprocess.run([self.py, "-m", "pip", "install", "-q"] + missing)
+            found = versions()
+        return found
+
+
+class Case:
+    """One row of the tables: a workload, and for a Python workload the interpreter it runs
+    under (its tag in the row's label when the suite measures several)."""
+
+    def __init__(self, setup, name, interpreter=None):
+        self.name, self.interpreter = name, interpreter
+        several = len(setup.interpreters) > 1
+        self.label = f"{name} ({interpreter.tag})" if interpreter and several else name
+        self.unavailable = {**setup.unavailable, **(interpreter.unavailable if interpreter
+                                                    else {})}
+        self.missing = (setup.missing_workloads.get(name) or
+                        (interpreter.missing_workloads.get(name) if interpreter else None))
+        self.py = interpreter.py if interpreter else None
+
+
 class Setup:
-    """What this machine has: tools, versions, the interpreter, which columns cannot run and why."""
+    """What this machine has: tools, versions, the interpreters, which columns cannot run and
+    why."""
 
     def __init__(self, args):
         self.args = args
-        self.py = os.path.abspath(args.python)
-        with open(self.py, "rb") as f:
-            if f.read(2) == b"#!":
-                sys.exit(f"{self.py} is a script (a pyenv shim?); pass the interpreter with "
-                         "--python")
         self.scale = 0.1 if args.quick else 1.0
         self.unavailable = {}  # column -> why it cannot run here
         self.missing_workloads = {}  # workload -> why it cannot run here
         RESULTS.mkdir(parents=True, exist_ok=True)
+        # At the start: the tree may move on while the rounds run (the memlens measured is
+        # the copy taken here).
+        self.commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always",
+                                      "--dirty"], capture_output=True, text=True).stdout.strip()
         self.memlens = snapshot_memlens(args.build_dir.resolve(), RESULTS / "memlens")
         if not self.memlens:
-            self.unavailable["memlens"] = "not built"
+            self.unavailable["memlens"] = self.unavailable["memlens no index"] = "not built"
             print(f"memlens: not found in {args.build_dir}; build it (bench/README.md).")
         self.baseline = None
         if args.baseline_build_dir:
@@ -122,37 +198,23 @@ class Setup:
                 "memlens baseline", "n/a (not built)")
         if not shutil.which("heaptrack") or not shutil.which("heaptrack_print"):
             self.unavailable["heaptrack"] = "not installed"
-        self.py_modules = self.python_modules(install=not args.no_install)
-        for column, module in (("memray", "memray"), ("memray native+py", "memray"),
-                               ("scalene", "scalene")):
-            if module not in self.py_modules:
-                self.unavailable[column] = "not installed"
-        for name, module in (("py_numpy", "numpy"), ("black", "black")):
-            if module not in self.py_modules:
-                self.missing_workloads[name] = f"{module} not installed"
+        # --interpreters are never pip-installed into: the cache of built interpreters is
+        # shared; a venv of one (python -m venv) is the place for a missing peer.
+        self.interpreters = [Interpreter(p, not args.no_install and not args.interpreters,
+                                         self.memlens)
+                             for p in (args.interpreters or [args.python])]
         for name, (source, _, _) in NATIVE_SOURCES.items():
             if not (BENCH / "workloads" / source).exists():
                 self.missing_workloads[name] = f"workloads/{source} not in this tree"
 
-    def python_modules(self, install):
-        """The peers and packages importable by the interpreter under test -> their versions;
-        installs the missing ones with pip first unless told not to."""
-        def versions():
-            code = ("import importlib.metadata as m, json\nout = {}\nfor n in %r:\n try: "
-                    "out[n] = m.version(n)\n except m.PackageNotFoundError: pass\n"
-                    "print(json.dumps(out))" % PY_PACKAGES)
-            out = subprocess.run([self.py, "-c", code], capture_output=True, text=True).stdout
-            return json.loads(out or "{}")
-        found = versions()
-        missing = [m for m in PY_PACKAGES if m not in found]
-        if missing and install:
-            print(f"setup: {self.py} -m pip install {' '.join(missing)}", flush=True)
-            subprocess.run([self.py, "-m", "pip", "install", "-q"] + missing)
-            found = versions()
-        return found
+    def cases(self, names):
+        """The rows: each native workload once, each Python one under every interpreter."""
+        return [Case(self, n, None if WORKLOADS[n][0] == "native" else i)
+                for n in names for i in ([None] if WORKLOADS[n][0] == "native"
+                                         else self.interpreters)]
 
-    def columns_for(self, workload):
-        kind = WORKLOADS[workload][0]
+    def columns_for(self, case):
+        kind = WORKLOADS[case.name][0]
         return [c for c in self.args.columns if kind in COLUMNS[c][0]]
 
 
@@ -202,21 +264,24 @@ def build_native(source):
     return exe
 
 
-def workload_argv(setup, name):
+def workload_argv(setup, case):
     """The workload's command: the whole command line for a native workload, the arguments
     after the interpreter for a Python one."""
+    name = case.name
     if name in NATIVE_SOURCES:
         source, extra, count = NATIVE_SOURCES[name]
         return [str(build_native(source))] + extra + [str(int(count * setup.scale))]
     if name == "black":
-        stdlib = subprocess.run([setup.py, "-c", "import sysconfig; print(sysconfig."
-                                 "get_paths()['stdlib'])"], capture_output=True, text=True)
+        # The first interpreter's file for every interpreter: the same work in every row.
+        stdlib = subprocess.run([setup.interpreters[0].py, "-c", "import sysconfig; print("
+                                 "sysconfig.get_paths()['stdlib'])"], capture_output=True,
+                                text=True)
         module = "textwrap.py" if setup.args.quick else "difflib.py"
         # A copy without the .py suffix: Scalene takes the first *.py argument for the script
         # to run. Black formats a file named on its command line whatever its suffix.
         source = RESULTS / f"{module}.txt"
         shutil.copyfile(Path(stdlib.stdout.strip()) / module, source)
-        black = Path(setup.py).parent / "black"  # the console script pip installed
+        black = Path(case.py).parent / "black"  # the console script pip installed
         # --diff: prints the change and never reads or writes black's cache
         return [str(black), "--diff", "--quiet", str(source)]
     return [str(BENCH / "workloads" / f"{name}.py"), str(setup.scale)]
@@ -235,10 +300,10 @@ def output_token(name, text):
     return (found[1], None) if found else None
 
 
-def command(setup, column, name, argv, capture):
-    """The command line of workload NAME under COLUMN, writing its capture to CAPTURE."""
-    native = name in NATIVE_SOURCES
-    target = argv if native else [setup.py] + argv
+def command(setup, column, case, argv, capture):
+    """The command line of CASE's workload under COLUMN, writing its capture to CAPTURE."""
+    py = case.py
+    target = argv if case.name in NATIVE_SOURCES else [py] + argv
     if column == "unprofiled":
         return target
     if column.startswith("memlens"):
@@ -246,18 +311,19 @@ def command(setup, column, name, argv, capture):
         memlens = setup.baseline if baseline else setup.memlens
         options = ((setup.baseline_sample_options if baseline else setup.sample_options)
                    if "sampled" in column else [])
+        options = options + (["--no-index"] if column == "memlens no index" else [])
         return [str(memlens), "run", "-o", str(capture)] + options + ["--"] + target
     if column == "heaptrack":
         return ["heaptrack", "-o", str(capture)] + target
     if column == "memray":
-        return [setup.py] + MEMRAY + ["-o", str(capture)] + argv
+        return [py] + MEMRAY + ["-o", str(capture)] + argv
     if column == "memray native+py":
-        return [setup.py] + MEMRAY + ["--native", "--trace-python-allocators",
+        return [py] + MEMRAY + ["--native", "--trace-python-allocators",
                                       "-o", str(capture)] + argv
     if column == "tracemalloc":
-        return [setup.py, "-X", "tracemalloc=1"] + argv
+        return [py, "-X", "tracemalloc=1"] + argv
     if column == "scalene":  # program arguments go after ---; it insists on .json
-        return [setup.py, "-m", "scalene", "run", "--memory", "-o", f"{capture}.json", argv[0],
+        return [py, "-m", "scalene", "run", "--memory", "-o", f"{capture}.json", argv[0],
                 "---"] + argv[1:]
     raise ValueError(column)
 
@@ -280,7 +346,7 @@ def first_error(text):
     return found[0] if found else None
 
 
-def analyze(setup, column, capture, log_text):
+def analyze(setup, column, case, capture, log_text):
     """Times the column's analyzer on CAPTURE; returns a dict of what it measured."""
     r = {}
     if column == "heaptrack":  # Debian's 1.4 writes BASE.zst (or .gz); it says where
@@ -309,7 +375,7 @@ def analyze(setup, column, capture, log_text):
         seen = re.search(r"calls to allocation functions: (\d+)", out)
         r["allocs"] = int(seen[1]) if seen else None
     elif column.startswith("memray"):
-        rc, r["analyze"], out, err = timed([setup.py, "-m", "memray", "stats", str(capture)])
+        rc, r["analyze"], out, err = timed([case.py, "-m", "memray", "stats", str(capture)])
         seen = re.search(r"Total allocations:\s+(\d+)", out)
         r["allocs"] = int(seen[1]) if seen else None
     if rc != 0:
@@ -322,16 +388,17 @@ def analyze(setup, column, capture, log_text):
     return r
 
 
-def one_run(setup, column, name, argv, rnd):
-    """Runs workload NAME under COLUMN once; returns a dict of measurements or {"error": ...}."""
+def one_run(setup, column, case, argv, rnd):
+    """Runs CASE under COLUMN once; returns a dict of measurements or {"error": ...}."""
     slug = re.sub(r"[^a-z0-9]+", "_", column)
+    name = re.sub(r"[^a-z0-9_.]+", "_", case.label)
     log = RESULTS / f"{name}.{slug}.log"
     capture = RESULTS / f"{name}.{slug}.{rnd}.capture"  # heaptrack and Scalene add suffixes
     for old in RESULTS.glob(f"{capture.name}*"):
         old.unlink()
-    rc, wall, cpu, rss = run_with_cpu(command(setup, column, name, argv, capture), log)
+    rc, wall, cpu, rss = run_with_cpu(command(setup, column, case, argv, capture), log)
     text = log.read_text(errors="replace")
-    token = output_token(name, text)
+    token = output_token(case.name, text)
     if rc != 0 or token is None:
         for leftover in RESULTS.glob(f"{capture.name}*"):
             leftover.unlink()
@@ -340,33 +407,36 @@ def one_run(setup, column, name, argv, rnd):
     r = {"wall": wall, "cpu": cpu, "rss": rss / 1024, "token": token[0]}
     if token[1] is not None:
         r["program_events"] = token[1]
-    if column in ("unprofiled", "tracemalloc", "scalene"):  # Scalene: a profile, no events
-        for leftover in RESULTS.glob(f"{capture.name}*"):
+    if column in ("unprofiled", "tracemalloc", "scalene") or setup.args.no_analysis:
+        for leftover in RESULTS.glob(f"{capture.name}*"):  # Scalene: a profile, no events
             leftover.unlink()
     else:
-        r.update(analyze(setup, column, capture, text))
+        r.update(analyze(setup, column, case, capture, text))
     return r
 
 
-def measure(setup, names):
-    """All rounds: results[workload][column] is a list with one dict per round."""
-    argvs = {n: workload_argv(setup, n) for n in names}
-    results = {n: {c: [] for c in setup.columns_for(n)} for n in names}
-    for n in names:  # one unmeasured warm-up each: page cache, CPU frequency
-        target = argvs[n] if n in NATIVE_SOURCES else [setup.py] + argvs[n]
-        run_with_cpu(target, RESULTS / f"{n}.warmup.log")
+def measure(setup, cases):
+    """All rounds: results[case label][column] is a list with one dict per round."""
+    argvs = {c.label: workload_argv(setup, c) for c in cases}
+    results = {c.label: {col: [] for col in setup.columns_for(c)} for c in cases}
+    for c in cases:  # one unmeasured warm-up each: page cache, CPU frequency
+        run_with_cpu(command(setup, "unprofiled", c, argvs[c.label], None),
+                     RESULTS / f"{re.sub(r'[^a-z0-9_.]+', '_', c.label)}.warmup.log")
+    width = max(len(c.label) for c in cases)
     for rnd in range(setup.args.runs):
-        for n in names:
-            columns = [c for c in results[n] if c not in setup.unavailable]
+        for case in cases:
+            n = case.label
+            columns = [c for c in results[n] if c not in case.unavailable]
             shift = rnd % len(columns)
             for column in columns[shift:] + columns[:shift]:
-                r = one_run(setup, column, n, argvs[n], rnd)
+                r = one_run(setup, column, case, argvs[n], rnd)
                 results[n][column].append(r)
                 shown = (f"{r['error']}: {r['detail']}" if "error" in r else
                          f"{r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU" +
                          (f", analysis {r['analyze']:.2f} s" if "analyze" in r else "") +
                          (f", analysis {r['analyze_error']}" if "analyze_error" in r else ""))
-                print(f"[{rnd + 1}/{setup.args.runs}] {n:11} {column:17} {shown}", flush=True)
+                print(f"[{rnd + 1}/{setup.args.runs}] {n:{width}} {column:17} {shown}",
+                      flush=True)
             base = results[n]["unprofiled"][-1].get("token")
             for column in columns:  # a column that computed something else did not work
                 r = results[n][column][-1]
@@ -392,6 +462,13 @@ def main():
                         "baseline' in the same rounds: before/after side by side")
     p.add_argument("--python", default=sys.executable,
                    help="the interpreter of the Python workloads (default: this one)")
+    p.add_argument("--interpreters", type=lambda text: text.split(","),
+                   help="comma-separated interpreters (executables) to run each Python "
+                        "workload under, a row each, in the same rounds: writes the 'Python "
+                        "interpreters' section of the output file in place of its own, and "
+                        "installs nothing into them")
+    p.add_argument("--no-analysis", action="store_true",
+                   help="do not time the analyzers (their tables say –): shorter rounds")
     p.add_argument("--no-install", action="store_true",
                    help="do not pip-install missing Python peers (their columns say so)")
     p.add_argument("--output", type=Path, help="the Markdown file to write (default: "
@@ -404,24 +481,27 @@ def main():
                                                           if c not in COLUMNS]:
         p.error(f"unknown workload or column '{bad}'")
     partial = args.only or args.columns or args.quick
-    if not args.baseline_build_dir and not args.columns:
-        columns.remove("memlens baseline")  # columns only when asked for
-        columns.remove("memlens sampled baseline")
+    if not args.columns:  # columns only when asked for
+        columns.remove("memlens no index")
+        if not args.baseline_build_dir:
+            columns.remove("memlens baseline")
+            columns.remove("memlens sampled baseline")
     args.columns = ["unprofiled"] + [c for c in COLUMNS if c in columns and c != "unprofiled"]
     output = args.output or (RESULTS / "benchmarks.md" if partial else
                              ROOT / "docs" / "benchmarks.md")
 
     setup = Setup(args)
-    runnable = [n for n in names if n not in setup.missing_workloads]
+    cases = setup.cases(names)
     started = time.time()
     load_before = os.getloadavg()[0]
-    results = measure(setup, runnable)
-    text = suite_report.render(setup, names, results, {
+    results = measure(setup, [c for c in cases if not c.missing])
+    render = suite_report.render_interpreters if args.interpreters else suite_report.render
+    text = render(setup, cases, results, {
         "command": " ".join(["python3", "bench/suite.py"] + sys.argv[1:]),
         "minutes": (time.time() - started) / 60, "load": (load_before, os.getloadavg()[0]),
         "root": ROOT, "workloads": WORKLOADS, "columns": COLUMNS})
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text)
+    suite_report.write(output, text, section=bool(args.interpreters))
     print("\n" + text + f"\nwritten to {output}")
 
 

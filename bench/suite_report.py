@@ -7,7 +7,7 @@ import platform
 import statistics
 import subprocess
 
-CAPTURING = ["memlens", "memlens sampled", "memlens baseline",
+CAPTURING = ["memlens", "memlens sampled", "memlens no index", "memlens baseline",
              "memlens sampled baseline", "heaptrack", "memray",
              "memray native+py"]
 SAMPLED_BAR = 1.10
@@ -31,23 +31,23 @@ def millions(value):
 class Cells:
     """Medians of one workload's results, and a cell's text when there is no number."""
 
-    def __init__(self, setup, name, native, by_column):
-        self.setup, self.name, self.native, self.by = setup, name, native, by_column
+    def __init__(self, case, native, by_column):
+        self.case, self.name, self.native, self.by = case, case.label, native, by_column
         self.base = by_column.get("unprofiled", [])
-        missing = setup.missing_workloads.get(name)
-        self.label = f"{name} (**{missing}**)" if missing else name
+        self.missing = case.missing
+        self.label = f"{case.label} (**{case.missing}**)" if case.missing else case.label
 
     def ok(self, column):
         return [r for r in self.by.get(column, []) if "error" not in r]
 
     def why_not(self, column):
         """Text for a cell without a figure, or None when the column has one."""
-        if self.name in self.setup.missing_workloads:
+        if self.missing:
             return "–"
         if column not in self.by:
             return "n/a"  # the column does not apply to this kind of workload
-        if column in self.setup.unavailable:
-            return self.setup.unavailable[column]
+        if column in self.case.unavailable:
+            return self.case.unavailable[column]
         runs = self.by[column]
         if not runs:
             return "–"
@@ -94,14 +94,14 @@ class Cells:
         return theirs is not None and ours and theirs >= 0.9 * ours
 
 
-def table(title, note, header, rows):
-    lines = [f"### {title}", "", note, "", "| " + " | ".join(header) + " |",
+def table(title, note, header, rows, level=3):
+    lines = [f"{'#' * level} {title}", "", note, "", "| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
-def metric_table(all_cells, columns, title, note, cell, first=None):
+def metric_table(all_cells, columns, title, note, cell, first=None, level=3):
     header = ["workload"] + ([first[0]] if first else []) + columns
     rows = []
     for c in all_cells:
@@ -110,7 +110,7 @@ def metric_table(all_cells, columns, title, note, cell, first=None):
             why = c.why_not(column)
             row.append(why if why else cell(c, column) + c.suffix(column))
         rows.append(row)
-    return table(title, note, header, rows)
+    return table(title, note, header, rows, level)
 
 
 def analysis_table(all_cells, columns):
@@ -162,12 +162,18 @@ def as_shown(value):
     return round(value, 2) if value is not None else None
 
 
-def bars(all_cells, setup):
-    """The bars of issue 6, each workload where the peer applies: one line each."""
+def bars(all_cells, keys=None, level=2, issue="issue 6"):
+    """The bars of issue 6 (those in KEYS, default all), each workload where the peer applies:
+    one line each."""
     out = {k: [] for k in ("heaptrack", "memray", "tracemalloc", "sampled", "bytes",
                            "analysis")}
     for c in all_cells:
-        if c.name in setup.missing_workloads or c.why_not("memlens"):
+        if c.missing:
+            continue
+        if c.why_not("memlens"):  # the table says why; so does each bar this row concerns
+            for key, column in (("memray", "memray native+py"), ("tracemalloc", "tracemalloc")):
+                if column in c.by:
+                    out[key].append(f"{c.name}: memlens {c.why_not('memlens')}")
             continue
         ours = as_shown(c.ratio("memlens", "wall"))
         if "heaptrack" in c.by and not c.why_not("heaptrack"):
@@ -194,8 +200,16 @@ def bars(all_cells, setup):
         for key, column in (("memray", "memray native+py"), ("tracemalloc", "tracemalloc")):
             if column in c.by and not c.why_not(column):
                 theirs = as_shown(c.ratio(column, "wall"))
+                # CPU time too: on a loaded machine a tool's helper thread gets its own share
+                # of the cores, which wall time would count in its favour.
+                cpu = [as_shown(c.ratio(k, "cpu")) for k in ("memlens", column)]
                 out[key].append(f"{c.name}: memlens {ours:.2f}× vs {column} {theirs:.2f}×: "
-                                + verdict(ours < theirs))
+                                + verdict(ours < theirs) + f" (CPU time: {fmt(cpu[0])}× vs "
+                                f"{fmt(cpu[1])}×: " + verdict(None not in cpu and cpu[0] <
+                                                               cpu[1]) + ")")
+            elif column in c.by:  # a peer that cannot run here: said, not left out
+                out[key].append(f"{c.name}: {column} {c.why_not(column)}; memlens "
+                                f"{ours:.2f}×")
         if not c.why_not("memlens sampled"):
             sampled = as_shown(c.ratio("memlens sampled", "wall"))
             out["sampled"].append(f"{c.name}: {sampled:.2f}×: " +
@@ -215,15 +229,17 @@ def bars(all_cells, setup):
                     "on a capture of the same program (where both record the same "
                     "allocations)",
     }
-    lines = ["## The bars (issue 6)", "", "Slowdowns are wall-clock medians of per-round "
-             "ratios (the first table).", ""]
+    lines = [f"{'#' * level} The bars ({issue})", "", "Slowdowns are wall-clock medians of "
+             "per-round ratios (the first table).", ""]
     for key, title in titles.items():
+        if keys and key not in keys:
+            continue
         lines.append(f"- {title}:")
         lines += [f"  - {line}" for line in out[key]] or ["  - not measured"]
     return "\n".join(lines) + "\n"
 
 
-def failures(all_cells):
+def failures(all_cells, level=2):
     lines = []
     for c in all_cells:
         for column, runs in c.by.items():
@@ -233,8 +249,8 @@ def failures(all_cells):
             lines += [f"- {c.name}, {column}: {d}" for d in details]
     if not lines:
         return ""
-    return ("## Failures\n\nThe line of each failing command's log that says why (logs in "
-            "bench/results/):\n\n" + "\n".join(lines) + "\n")
+    return (f"{'#' * level} Failures\n\nThe line of each failing command's log that says why "
+            "(logs in bench/results/):\n\n" + "\n".join(lines) + "\n")
 
 
 def first_line(cmd):
@@ -245,11 +261,19 @@ def first_line(cmd):
         return "?"
 
 
+def pythons(setup):
+    """Each interpreter under test: version, tag, executable and what it has installed."""
+    return "; ".join(
+        f"Python {first_line([i.py, '--version']).split()[-1]}"
+        f"{' free-threaded' if i.tag.endswith('t') else ''} (`{i.py}`) with "
+        + (", ".join(f"{m} {v}" for m, v in sorted(i.modules.items())) or "none of the peers")
+        for i in setup.interpreters)
+
+
 def header(setup, info):
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "?")
-    commit = first_line(["git", "-C", str(info["root"]), "describe", "--always", "--dirty"])
-    modules = ", ".join(f"{m} {v}" for m, v in sorted(setup.py_modules.items()))
+    commit = setup.commit
     memlens = first_line([str(setup.memlens), "--version"]) if setup.memlens else "not built"
     sampled = (f"sampled column `memlens run {' '.join(setup.sample_options)}`"
                if setup.sample_options else "no sampling mode in this build")
@@ -264,7 +288,7 @@ Machine: {len(os.sched_getaffinity(0))} CPUs (nproc), {cpu}, Linux {platform.rel
 average {info['load'][0]:.1f} at the start and {info['load'][1]:.1f} at the end (a shared
 machine: read the ratios, not the seconds). Versions: memlens {memlens} (commit {commit},
 {sampled}); {first_line(['heaptrack', '--version'])};
-Python {first_line([setup.py, '--version']).split()[-1]} (`{setup.py}`) with {modules};
+{pythons(setup)};
 {first_line(['g++', '--version'])}.
 
 ## Method
@@ -294,16 +318,20 @@ Python {first_line([setup.py, '--version']).split()[-1]} (`{setup.py}`) with {mo
 """
 
 
-def render(setup, names, results, info):
+def cells_of(cases, results, info):
+    return [Cells(c, info["workloads"][c.name][0] == "native", results.get(c.label, {}))
+            for c in cases]
+
+
+def render(setup, cases, results, info):
     """The Markdown text. info: command, minutes, load (before, after), root (the checkout),
     workloads and columns (suite.WORKLOADS and suite.COLUMNS)."""
     workloads, columns = info["workloads"], info["columns"]
-    all_cells = [Cells(setup, n, workloads[n][0] == "native", results.get(n, {}))
-                 for n in names]
+    all_cells = cells_of(cases, results, info)
     shown = [c for c in columns if c != "unprofiled" and c in setup.args.columns]
     capturing = [c for c in CAPTURING if c in shown]
     parts = [header(setup, info), "## Workloads\n"]
-    for n in names:
+    for n in dict.fromkeys(c.name for c in cases):
         missing = setup.missing_workloads.get(n)
         parts.append(f"- `{n}`: {workloads[n][1]}" + (f" (**{missing}**)" if missing
                                                              else ""))
@@ -311,15 +339,7 @@ def render(setup, names, results, info):
     parts += [f"- {c}: {columns[c][1]}" for c in ["unprofiled"] + shown]
     parts.append("\n“n/a”: the column does not apply to the workload (memray, tracemalloc and "
                  "Scalene profile Python programs only).\n\n## Results\n")
-    unprofiled = ("unprofiled s", lambda c: fmt(c.value("unprofiled", "wall"), ".2f"))
-    parts.append(metric_table(all_cells, shown, "Slowdown (wall time × unprofiled)",
-                              "Median of per-round ratios; the unprofiled column is the "
-                              "median wall time in seconds.",
-                              lambda c, col: fmt(c.ratio(col, "wall")), unprofiled))
-    parts.append(metric_table(all_cells, shown, "CPU time × unprofiled",
-                              "User + system time of the whole process tree.",
-                              lambda c, col: fmt(c.ratio(col, "cpu")),
-                              ("unprofiled s", lambda c: fmt(c.value("unprofiled", "cpu")))))
+    parts += time_tables(all_cells, shown)
     parts.append(metric_table(all_cells, shown, "Peak resident memory × unprofiled",
                               "Largest process of the command; the unprofiled column in MiB.",
                               lambda c, col: fmt(c.ratio(col, "rss")),
@@ -334,6 +354,71 @@ def render(setup, names, results, info):
     parts.append(metric_table(all_cells, capturing, "Allocations recorded",
                               "Median over rounds; for the sampled column, memlens's estimate from its samples.",
                               lambda c, col: fmt(c.value(col, "allocs"), ",.0f")))
-    parts.append(bars(all_cells, setup))
+    parts.append(bars(all_cells))
     parts.append(failures(all_cells))
     return "\n".join(p for p in parts if p)
+
+
+def time_tables(all_cells, shown, level=3):
+    unprofiled = ("unprofiled s", lambda c: fmt(c.value("unprofiled", "wall"), ".2f"))
+    return [metric_table(all_cells, shown, "Slowdown (wall time × unprofiled)",
+                         "Median of per-round ratios; the unprofiled column is the median wall "
+                         "time in seconds.", lambda c, col: fmt(c.ratio(col, "wall")),
+                         unprofiled, level),
+            metric_table(all_cells, shown, "CPU time × unprofiled",
+                         "User + system time of the whole process tree.",
+                         lambda c, col: fmt(c.ratio(col, "cpu")),
+                         ("unprofiled s", lambda c: fmt(c.value("unprofiled", "cpu"))), level)]
+
+
+SECTION_BEGIN = "<!-- bench/suite.py --interpreters: begin -->"
+SECTION_END = "<!-- bench/suite.py --interpreters: end -->"
+
+
+def render_interpreters(setup, cases, results, info):
+    """The section of docs/benchmarks.md that the suite writes with --interpreters: the Python
+    workloads under each interpreter, the time tables and issue 26's bars."""
+    all_cells = cells_of(cases, results, info)
+    shown = [c for c in info["columns"] if c != "unprofiled" and c in setup.args.columns]
+    commit = setup.commit
+    memlens = first_line([str(setup.memlens), "--version"]) if setup.memlens else "not built"
+    hooks = sorted(p.name[len("libmemlens_python"):-3] for p in
+                   (setup.memlens.parent.parent / "lib").glob("libmemlens_python*.so")
+                   ) if setup.memlens else []
+    scale = "1/10 of the full sizes (--quick)" if setup.args.quick else "full sizes"
+    interpreters = "\n".join(f"- {line}" for line in pythons(setup).split("; "))
+    text = f"""## Python interpreters (issue 26)
+
+Generated by `{info['command']}` on {datetime.date.today()} in {info['minutes']:.0f} min
+({setup.args.runs} paired rounds, {scale}); the method above, every interpreter's rows in the
+same rounds. Load average {info['load'][0]:.1f} at the start and {info['load'][1]:.1f} at the end
+(a shared machine: read the ratios, not the seconds). memlens {memlens} (commit {commit}), with
+Python hooks for {', '.join(hooks) or 'none'}. The interpreters:
+
+{interpreters}
+
+A cell that names a reason instead of a number: that column cannot run under that interpreter
+(a peer not installed for it, or a memlens build without its hooks). tools/build-pythons
+installs memray and black into its interpreters wherever PyPI has a wheel for them, so there
+"not installed" means no wheel (pip's fallback for black is its pure-Python wheel, which the
+list above marks: not the same program as the mypyc-compiled one).
+
+"""
+    parts = [text] + time_tables(all_cells, shown, level=3)
+    parts.append(bars(all_cells, ("memray", "tracemalloc"), level=3, issue="issue 26"))
+    parts.append(failures(all_cells, level=3))
+    return SECTION_BEGIN + "\n" + "\n".join(p for p in parts if p) + SECTION_END + "\n"
+
+
+def write(path, text, section=False):
+    """Writes TEXT to PATH: for a section, in place of the file's own (or appended); for a
+    whole file, keeping the interpreters section the file already has."""
+    old = path.read_text() if path.exists() else ""
+    begin, end = old.find(SECTION_BEGIN), old.find(SECTION_END)
+    has = begin >= 0 and end >= 0
+    if section:
+        text = (old[:begin] + text + old[end + len(SECTION_END):].lstrip("\n") if has
+                else old + ("\n" if old else "") + text)
+    elif has:
+        text = text + "\n" + old[begin:end + len(SECTION_END)] + "\n"
+    path.write_text(text)
