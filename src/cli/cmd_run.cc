@@ -189,6 +189,14 @@ std::string TagInName(const std::string& path) {
       !digits(version.substr(dot + 1))) {
     return "";
   }
+  // A free-threaded build installs python3.14 as a hard link to python3.14t: the same file
+  // under the other name is the free-threaded interpreter.
+  struct stat named, threaded;
+  if (tag == version && stat(real, &named) == 0 &&
+      stat((Dirname(real) + "/python" + version + "t").c_str(), &threaded) == 0 &&
+      named.st_dev == threaded.st_dev && named.st_ino == threaded.st_ino) {
+    tag += "t";
+  }
   return tag;
 }
 

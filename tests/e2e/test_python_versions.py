@@ -57,6 +57,19 @@ def test_interpreter_tag_is_read_from_its_name_without_starting_it(tmp_path, nam
     assert proc.stderr == refusal(name[len("python"):])
 
 
+def test_free_threaded_build_under_its_plain_name_is_free_threaded(tmp_path):
+    """A free-threaded build installs bin/python3.14 as a hard link to bin/python3.14t: run by
+    the plain name, it is still the free-threaded interpreter (its hooks, its refusal)."""
+    fake = tmp_path / "python3.98t"
+    fake.write_text("#!/bin/sh\necho ran\n")
+    fake.chmod(0o755)
+    plain = tmp_path / "python3.98"
+    plain.hardlink_to(fake)
+    proc = memlens("run", "--", str(plain), "-c", "pass")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr == refusal("3.98t")
+
+
 def test_agent_in_an_unsupported_interpreter_says_one_line_and_records_native(tmp_path):
     """Preloaded by hand (no `memlens run` to refuse it), the agent finds Py_Version 3.12 and
     no hooks for it: one line, the program unchanged, its native allocation still recorded."""
