@@ -95,8 +95,8 @@ def test_bytearray_and_a_million_ints_at_their_lines(record_python, python):
     ints = rows_at(r, "lines.py", "ints")  # the comprehension's frame (and the module's, same line)
     assert comprehension_frame(python) in {row["site"]["function"] for row in ints}
     assert sum(row["leaked_bytes"] for row in ints) == int_bytes
-    # A million ints and the list's array, less the ints 3.14 takes from its free list (<= 100).
-    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_001 - 100
+    # A million ints and the list's array (lines.py empties 3.14's free list of ints first).
+    assert sum(row["leaked_blocks"] for row in ints) == int_blocks >= 1_000_001
 
 
 def numpy_data_in_python_allocator(python):
@@ -255,7 +255,10 @@ def test_python_allocator_arenas_are_their_own_figure(record_python, python):
     # objects and arenas again.
     (blob_bytes, _), (int_bytes, _) = tracemalloc_reference(python)
     objects = blob_bytes + int_bytes
-    assert objects <= totals["peak_bytes"] < objects + 8_000_000
+    # A free-threaded build frees the list's outgrown arrays late: at the peak they may all be
+    # there still, at most the final array's size again (the list grows geometrically).
+    late = python.size_of("list(range(1_000_000))") if python.free_threaded else 0
+    assert objects <= totals["peak_bytes"] < objects + late + 8_000_000
 
 
 def test_interpreter_behind_a_wrapper_is_asked_its_version_and_build(record_python, tmp_path,
