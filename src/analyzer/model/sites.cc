@@ -247,7 +247,8 @@ StackResolver::Code StackResolver::CodeOf(uint64_t module_id) {
   // python3.13t, python, libpython3.11.so.1.0, libpython3.14t.so...; libc.so.6, libc-2.31.so,
   // libpthread.so.0 (start_thread before glibc 2.34), musl's libc.musl-x86_64.so.1.
   static const std::regex kInterpreterName(R"(^(lib)?python(3(\.[0-9]+)?[a-z]*)?(\.so(\..*)?)?$)");
-  static const std::regex kCLibraryName(R"(^((libc|libpthread)(-[0-9.]+)?\.so.*|libc\.musl.*|ld-musl.*)$)");
+  static const std::regex kCLibraryName(
+      R"(^((libc|libpthread)(-[0-9.]+)?\.so.*|libc\.musl.*|ld-musl.*)$)");
   using Use = Symbolizer::SymbolUse;
   Use version = symbolizer_.DynamicSymbol(module_id, "Py_Version");
   if (version == Use::kUnreadable) {

@@ -120,8 +120,10 @@ TEST(StackResolverFrames, InterpreterFramesFoldInPythonStacks) {
   Profile p;
   p.python_codes[1] = {1, "/home/u/app.py", "<module>", 1};
   p.python_codes[2] = {2, "/home/u/app.py", "grow", 7};
-  const char* paths[] = {"", "/usr/bin/python3.11", "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
-                         "/lib/x86_64-linux-gnu/libc.so.6", "/home/u/ext.cpython-311-x86_64-linux-gnu.so"};
+  const char* paths[] = {"", "/usr/bin/python3.11",
+                         "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+                         "/lib/x86_64-linux-gnu/libc.so.6",
+                         "/home/u/ext.cpython-311-x86_64-linux-gnu.so"};
   for (uint64_t id = 1; id <= 4; ++id) {
     format::ModuleRecord m;
     m.id = id;
