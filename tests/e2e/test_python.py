@@ -357,6 +357,13 @@ def test_interpreter_frames_fold_in_python_stacks(record_python):
     assert between and all(is_interpreter(f) for f in between)  # the call back into Python
     assert "Py_BytesMain" in [f["function"] for f in whole[whole.index(stack[3]):]]
 
+    # The report's flame graphs come from the same stacks.
+    for args, shown in (((), False), (("--interpreter-frames",), True)):
+        page = r.capture.with_suffix(".html")
+        proc = memlens("report", r.capture, "-o", page, *args)
+        assert proc.returncode == 0, proc.stderr
+        assert ("Py_BytesMain" in page.read_text()) == shown
+
     # Sites do not move.
     for by in ("line", "function"):
         rows = r.analyze("top", "--by", by, "--limit", "100000")["rows"]
