@@ -340,9 +340,9 @@ def test_interpreter_frames_fold_in_python_stacks(record_python):
         assert len(found) == 1, [l["site"] for l in leaks[:5]]
         return found[0]
     stack = stack_of(append, list_bytes)
-    assert [(f["function"], f["line"]) for f in stack] == [
-        ("list_resize", stack[0]["line"]), ("grow", append), ("<module>", grow)]
-    assert is_interpreter(stack[0])
+    assert [(f["function"], f["line"]) for f in stack[1:]] == [("grow", append), ("<module>", grow)]
+    # list_resize (3.11), or what it inlines to allocate (list_allocate_array, free-threaded 3.13)
+    assert is_interpreter(stack[0]) and stack[0]["function"].startswith("list_"), stack[0]
     # The bytearray's buffer: the interpreter's allocating frame, make, the extension's call,
     # <module>, and nothing else.
     make_stack = functools.partial(stack_of, make, 3_000_000)
