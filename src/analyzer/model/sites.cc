@@ -412,9 +412,12 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
         site = SourceFrame{"", "", 0, site.module, 0, false, site.python};
         key = {"", "", 0, site.module, 0};
         break;
-      case GroupBy::kStack:
-        key = {StackKey(frames), "", 0, "", 0};
+      case GroupBy::kStack: {
+        // The frames' identities: equal when every frame shown is the same return address.
+        const char* bytes = reinterpret_cast<const char*>(frames.data());
+        key = {std::string(bytes, bytes + frames.size() * sizeof(frames[0])), "", 0, "", 0};
         break;
+      }
       case GroupBy::kHeap:
       case GroupBy::kType: {
         std::string name = by == GroupBy::kHeap ? HeapOf(profile, frames) : TypeOf(frames);

@@ -101,12 +101,12 @@ struct SiteRow {
 // (the profile's heap for a stack without a heap annotation), from a stack's annotation frames.
 std::string TypeOf(const Stack& frames);
 std::string HeapOf(const Profile& profile, const Stack& frames);
-// What tells frames apart in a view: function, file, line and module (the offset only for a
-// frame without a function name). StackKey is that of every frame of a stack, in order.
+// What tells frames apart across captures: function, file, line and module (the offset only
+// for a frame without a function name). StackKey is that of every frame of a stack, in order.
 std::string FrameKey(const SourceFrame& frame);
 std::string StackKey(const Stack& frames);
-// GroupBy::kStack groups the stacks that read the same (StackKey): the ones that differ only
-// in frames the resolver folds or hides.
+// GroupBy::kStack groups the stacks whose frames, as Frames() gives them, are the same return
+// addresses: those that differ only in frames the resolver folds or hides.
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by);
 void SortRows(std::vector<SiteRow>* rows, SortBy by);
 uint64_t SortValue(const StackStats& s, SortBy by);
