@@ -387,16 +387,43 @@ std::string StackKey(const Stack& frames) {
   return key;
 }
 
+namespace {
+
+// GroupBy::kStack. Each row is named by the smallest id of its stacks, and rows come in the
+// order of those ids, whatever order the profile's map holds the stacks in.
+std::vector<SiteRow> GroupStacks(const Profile& profile, StackResolver* resolver) {
+  std::unordered_map<std::string, SiteRow> groups;  // by the identities of the frames shown
+  for (const auto& [stack_id, stats] : profile.stacks) {
+    Stack frames = resolver->Frames(stack_id);
+    const char* bytes = reinterpret_cast<const char*>(frames.data());
+    auto [it, fresh] = groups.try_emplace(std::string(bytes, frames.size() * sizeof(frames[0])));
+    SiteRow& row = it->second;
+    if (fresh || stack_id < row.stack_id) {
+      row.site = resolver->Site(stack_id);
+      row.stack = std::move(frames);
+      row.stack_id = stack_id;
+    }
+    row.stats.Add(stats);
+  }
+  std::vector<SiteRow> rows;
+  rows.reserve(groups.size());
+  for (auto& [key, row] : groups) rows.push_back(std::move(row));
+  std::sort(rows.begin(), rows.end(),
+            [](const SiteRow& a, const SiteRow& b) { return a.stack_id < b.stack_id; });
+  return rows;
+}
+
+}  // namespace
+
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by) {
+  if (by == GroupBy::kStack) return GroupStacks(profile, resolver);
   using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
   std::map<Key, SiteRow> groups;
   for (const auto& [stack_id, stats] : profile.stacks) {
     SourceFrame site = resolver->Site(stack_id);
-    // The whole stack only where the grouping reads it: a stack, or its annotation frames.
+    // The whole stack only where the grouping reads it: its annotation frames.
     Stack frames;
-    if (by == GroupBy::kStack || by == GroupBy::kHeap || by == GroupBy::kType) {
-      frames = resolver->Frames(stack_id);
-    }
+    if (by == GroupBy::kHeap || by == GroupBy::kType) frames = resolver->Frames(stack_id);
     Key key;
     switch (by) {
       case GroupBy::kFunction:  // a Python function is its file and name; a native one its symbol
@@ -412,12 +439,8 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
         site = SourceFrame{"", "", 0, site.module, 0, false, site.python};
         key = {"", "", 0, site.module, 0};
         break;
-      case GroupBy::kStack: {
-        // The frames' identities: equal when every frame shown is the same return address.
-        const char* bytes = reinterpret_cast<const char*>(frames.data());
-        key = {std::string(bytes, bytes + frames.size() * sizeof(frames[0])), "", 0, "", 0};
+      case GroupBy::kStack:  // GroupStacks
         break;
-      }
       case GroupBy::kHeap:
       case GroupBy::kType: {
         std::string name = by == GroupBy::kHeap ? HeapOf(profile, frames) : TypeOf(frames);
@@ -429,10 +452,6 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
     }
     SiteRow& row = groups[key];
     row.site = site;
-    if (by == GroupBy::kStack && row.stack_id == 0) {
-      row.stack = std::move(frames);
-      row.stack_id = stack_id;
-    }
     row.stats.Add(stats);
   }
   std::vector<SiteRow> rows;
