@@ -45,6 +45,21 @@ void AddFilterOptions(CLI::App* command, FilterOptions* filters) {
   command->add_option("--thread", filters->thread,
                       "only allocations made by this OS thread id (tid)");
   AddHeapOption(command, filters);
+  AddInterpreterFramesOption(command, &filters->interpreter_frames);
+}
+
+void AddInterpreterFramesOption(CLI::App* command, bool* interpreter_frames) {
+  command->add_flag("--interpreter-frames", *interpreter_frames,
+                    "in a Python program's stacks, also show the interpreter's own C frames\n"
+                    "(its start-up, eval loop and call machinery: _start, Py_BytesMain,\n"
+                    "PyEval_EvalCode, _PyObject_Call...), which are folded by default\n"
+                    "(docs/python.md); extensions' and libraries' frames always show");
+}
+
+analyzer::StackOptions StackOptionsOf(const FilterOptions& filters) {
+  analyzer::StackOptions options;
+  options.interpreter_frames = filters.interpreter_frames;
+  return options;
 }
 
 namespace {

@@ -24,6 +24,8 @@ struct FilterOptions {
   std::vector<std::string> include, exclude;
   uint64_t thread = 0;  // OS thread id; 0: every thread
   std::string heap;     // a custom heap's name; "": the system heap (ReplayOptions::heap)
+  // How the stacks read (analyzer::StackOptions): --interpreter-frames.
+  bool interpreter_frames = false;
 };
 
 struct AnalysisOptions {
@@ -37,6 +39,9 @@ struct AnalysisOptions {
 void AddAnalysisOptions(CLI::App* command, AnalysisOptions* options, bool filters = false);
 void AddFilterOptions(CLI::App* command, FilterOptions* filters);  // includes --heap
 void AddHeapOption(CLI::App* command, FilterOptions* filters);
+// --interpreter-frames (AddFilterOptions adds it), and the resolver options it gives.
+void AddInterpreterFramesOption(CLI::App* command, bool* interpreter_frames);
+analyzer::StackOptions StackOptionsOf(const FilterOptions& filters);
 // Loads the capture with the filters' thread in *replay (other replay options as given) after
 // checking the patterns. Then, once the view has its resolver, ApplyFilters drops the stacks
 // the patterns leave out (FilterProfile) and sets apart the blocks the C/C++ runtime keeps

@@ -44,14 +44,7 @@ struct DiffRow {
 
 // A key that means the same site in two captures: names and lines, never ids or addresses.
 std::string SiteKey(const SiteRow& row, GroupBy by) {
-  auto frame_key = [](const SourceFrame& f) {
-    return f.function + '\x1f' + f.file + '\x1f' + std::to_string(f.line) + '\x1f' +
-           f.module + '\x1f' + (f.function.empty() ? std::to_string(f.module_offset) : "");
-  };
-  if (by != GroupBy::kStack) return frame_key(row.site);
-  std::string key;
-  for (const SourceFrame* f : row.stack) key += frame_key(*f) + '\x1e';
-  return key;
+  return by == GroupBy::kStack ? StackKey(row.stack) : FrameKey(row.site);
 }
 
 std::string SignedBytes(int64_t v) {
@@ -66,7 +59,8 @@ int Diff(const DiffOptions& o) {
       !LoadOrComplain(o.after, o.filters, {}, &after)) {
     return kExitBadInput;
   }
-  StackResolver before_resolver(before), after_resolver(after);
+  StackResolver before_resolver(before, StackOptionsOf(o.filters));
+  StackResolver after_resolver(after, StackOptionsOf(o.filters));
   ApplyFilters(o.filters, &before_resolver, &before);
   ApplyFilters(o.filters, &after_resolver, &after);
   std::map<std::string, DiffRow> rows;

@@ -106,7 +106,7 @@ int Histogram(const HistogramOptions& o) {
   ReplayOptions replay;
   replay.stack_size_histograms = true;
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   auto sites = SiteHistograms(p, &resolver);
   if (sites.size() > o.sites) sites.resize(o.sites);

@@ -67,7 +67,7 @@ int Leaks(const LeaksOptions& o) {
   }
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   auto rows = GroupSites(p, &resolver, GroupBy::kStack);
   SortRows(&rows, SortBy::kLeaked);
@@ -255,7 +255,7 @@ int Growth(const LeaksOptions& o) {
   }
   Profile p;
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   auto sites = GrowingSites(p, &resolver);
   size_t site_count = sites.size();

@@ -26,6 +26,7 @@ struct ReportOptions {
   std::string output;
   size_t checkpoints = 40;
   size_t max_nodes = 20000;
+  bool interpreter_frames = false;  // StackOptions
 };
 
 std::string DefaultOutput(const std::string& path) {
@@ -50,7 +51,9 @@ int Report(const ReportOptions& o) {
   replay.heap = o.heap;
   Profile p;
   if (!LoadProfile(path, snapshot, replay, &p, &error)) return Complain(error);
-  StackResolver resolver(p);
+  StackOptions stacks;
+  stacks.interpreter_frames = o.interpreter_frames;
+  StackResolver resolver(p, stacks);
   SetRuntimeApart(&resolver, &p);
   ReportLimits limits;
   limits.tree_nodes = o.max_nodes;
@@ -88,6 +91,7 @@ Command AddReportCommand(CLI::App* app) {
                   "moments spread over the capture the page can diff")->capture_default_str();
   cmd->add_option("--max-nodes", o->max_nodes,
                   "nodes per flame graph; smaller ones fold into (other)")->capture_default_str();
+  AddInterpreterFramesOption(cmd, &o->interpreter_frames);
   return {cmd, [o] { return Report(*o); }};
 }
 

@@ -137,7 +137,7 @@ std::string UnrecordedChildrenNote(const Profile& p, uint64_t children) {
 int Summary(const SummaryOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   auto rows = GroupSites(p, &resolver, GroupBy::kLine);
   auto by_peak = TopRows(rows, SortBy::kPeak, o.limit);

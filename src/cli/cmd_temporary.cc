@@ -24,7 +24,7 @@ struct TemporaryOptions {
 int Temporary(const TemporaryOptions& o) {
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   auto all = GroupSites(p, &resolver, GroupBy::kLine);
   std::vector<SiteRow> rows;

@@ -68,7 +68,7 @@ int Top(const TopOptions& o) {
   if (!ParseSortBy(o.sort, &sort)) return Complain("top: --sort must be peak, allocated, count or leaked");
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   bool named = group == GroupBy::kHeap || group == GroupBy::kType;  // rows are names
   auto rows = group == GroupBy::kHeap && o.common.filters.heap.empty() ? HeapRows(p)

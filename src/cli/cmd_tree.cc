@@ -64,7 +64,7 @@ int Tree(const TreeOptions& o) {
   if (o.min_percent < 0 || o.min_percent > 100) return Complain("tree: --min-percent must be between 0 and 100");
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
-  StackResolver resolver(p);
+  StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   auto root = BuildCallTree(p, &resolver, metric, o.bottom_up);
   PruneTree(root.get(), static_cast<uint64_t>(root->total * o.min_percent / 100.0));

@@ -1,5 +1,6 @@
 """Python programs under memlens: exact bytes at exact Python lines, Python and native frames in
 one stack, and the interpreter's behaviour (argv, exit status, errors) unchanged."""
+import functools
 import json
 import os
 import subprocess
@@ -306,3 +307,110 @@ def test_python_depth_limit_keeps_the_innermost_frames(tmp_path, python):
     assert blob["site"]["line"] == line_of("lines.py", "bytearray")
     bad = memlens("run", "--python-frames", "0", "--", python, "-c", "pass")
     assert bad.returncode == 2 and "--python-frames" in bad.stderr
+
+
+def is_interpreter(frame):
+    """A native frame of the interpreter itself: the python executable or libpython."""
+    return not frame["python"] and os.path.basename(frame["module"]).startswith(
+        ("python3", "libpython3"))
+
+
+def bytes_by_python_line(tree):
+    """Each node's own bytes at the innermost Python frame of its path: (file, line) -> bytes."""
+    lines = {}
+
+    def walk(node, line):
+        frame = node.get("frame")
+        if frame and frame["python"]:
+            line = (frame["file"], frame["line"])
+        if node["self"]:
+            lines[line] = lines.get(line, 0) + node["self"]
+        for child in node["children"]:
+            walk(child, line)
+    walk(tree["root"], None)
+    return lines
+
+
+def test_interpreter_frames_fold_in_python_stacks(record_python):
+    """The interpreter's own C frames (start-up, eval loop, calls) fold by default: <module> is
+    at the top of the tree, the frame that allocated stays (list_resize growing a list), an
+    extension's frame between two Python frames stays, and --interpreter-frames shows them all.
+    The bytes at each line are the same either way."""
+    r = record_python(str(SCRIPTS / "folded.py"))
+    assert r.proc.returncode == 0, r.proc.stderr
+    list_bytes, blob_bytes, kept_bytes = map(int, r.proc.stdout.split())
+    script = str(SCRIPTS / "folded.py")
+    append, make, call = (line_of("folded.py", m) for m in ("append", "make", "call"))
+    tree_args = ("--metric", "leaked", "--min-percent", "0")
+    folded = r.analyze("tree", *tree_args)
+
+    # No interpreter frame has children: each is the innermost frame of its stacks.
+    def interpreter_parents(node):
+        found = []
+        for child in node["children"]:
+            if is_interpreter(child["frame"]) and child["children"]:
+                found.append(child["frame"]["function"])
+            found += interpreter_parents(child)
+        return found
+    assert interpreter_parents(folded["root"]) == []
+    full = r.analyze("tree", *tree_args, "--interpreter-frames")
+    assert interpreter_parents(full["root"]) != []  # _start, Py_BytesMain... are back
+
+    def child(node, function, line):
+        kids = [c for c in node["children"] if (c["frame"]["function"], c["frame"]["file"],
+                                                c["frame"]["line"]) == (function, script, line)]
+        assert len(kids) == 1, [c["frame"] for c in node["children"]]
+        return kids[0]
+    grow = line_of("folded.py", "grow")
+    grown = child(child(folded["root"], "<module>", grow), "grow", append)
+    assert grown["self"] == grown["total"] == list_bytes and grown["children"] == []
+    called = child(folded["root"], "<module>", call)["children"]
+    assert [c["frame"]["function"] for c in called] == ["call"]  # the extension's frame
+    called = called[0]
+    assert called["frame"]["file"].endswith("memlens_test_ext.c")
+    assert child(called, "make", make)["self"] == blob_bytes + kept_bytes
+    assert not any(c["frame"]["function"] == "<module>" for c in full["root"]["children"])
+
+    lines = bytes_by_python_line(folded)
+    assert lines == bytes_by_python_line(full)
+    assert lines[(script, append)] == list_bytes
+    assert lines[(script, make)] == blob_bytes + kept_bytes
+
+    # Full stacks, innermost first. The list's buffer: list_resize, the interpreter's frame that
+    # allocated it, then grow and <module>.
+    def stack_of(line, min_bytes, *args):
+        leaks = r.analyze("leaks", "--limit", "100000", *args)["leaks"]
+        found = [l["stack"] for l in leaks
+                 if l["site"]["line"] == line and l["bytes"] >= min_bytes]
+        assert len(found) == 1, [l["site"] for l in leaks[:5]]
+        return found[0]
+    stack = stack_of(append, list_bytes)
+    assert [(f["function"], f["line"]) for f in stack[1:]] == [("grow", append), ("<module>", grow)]
+    # list_resize (3.11), or what it inlines to allocate (list_allocate_array, free-threaded 3.13)
+    assert is_interpreter(stack[0]) and stack[0]["function"].startswith("list_"), stack[0]
+    # The bytearray's buffer: the interpreter's allocating frame, make, the extension's call,
+    # <module>, and nothing else.
+    make_stack = functools.partial(stack_of, make, 3_000_000)
+    stack = make_stack()
+    assert is_interpreter(stack[0])
+    assert [(f["function"], f["python"]) for f in stack[1:]] == [
+        ("make", True), ("call", False), ("<module>", True)]
+    assert stack[2]["file"].endswith("memlens_test_ext.c") and stack[3]["line"] == call
+    whole = make_stack("--interpreter-frames")
+    assert [f for f in whole if f in stack] == stack  # the same frames, in order, and more:
+    between = whole[whole.index(stack[1]) + 1:whole.index(stack[2])]
+    assert between and all(is_interpreter(f) for f in between)  # the call back into Python
+    assert "Py_BytesMain" in [f["function"] for f in whole[whole.index(stack[3]):]]
+
+    # The report's flame graphs come from the same stacks.
+    for args, shown in (((), False), (("--interpreter-frames",), True)):
+        page = r.capture.with_suffix(".html")
+        proc = memlens("report", r.capture, "-o", page, *args)
+        assert proc.returncode == 0, proc.stderr
+        assert ("Py_BytesMain" in page.read_text()) == shown
+
+    # Sites do not move.
+    for by in ("line", "function"):
+        rows = r.analyze("top", "--by", by, "--limit", "100000")["rows"]
+        assert rows == r.analyze("top", "--by", by, "--limit", "100000",
+                                 "--interpreter-frames")["rows"]

@@ -161,11 +161,12 @@ std::unordered_set<std::string> DistributionFiles(const Profile& profile,
 
 }  // namespace
 
-StackResolver::StackResolver(const Profile& profile)
+StackResolver::StackResolver(const Profile& profile, StackOptions options)
     : profile_(profile),
       python_sites_(profile.nodes.size()),
       entry_package_(EntryPackage(profile)),
-      entry_files_(DistributionFiles(profile, entry_package_)) {
+      entry_files_(DistributionFiles(profile, entry_package_)),
+      fold_(!options.interpreter_frames && !profile.python_codes.empty()) {
   for (const auto& [id, module] : profile.modules) {
     symbolizer_.AddModule(module);
     if (IsMemlensModule(module.path)) memlens_modules_.push_back(id);
@@ -224,10 +225,73 @@ const std::vector<SourceFrame>& StackResolver::NodeFrames(uint64_t node_id) {
 
 Stack StackResolver::Frames(uint64_t stack_id) {
   Stack frames;
+  std::vector<uint64_t> modules;  // each frame's module id, for folding
   for (uint64_t id = stack_id; id != 0 && id < profile_.nodes.size(); id = profile_.nodes[id].parent) {
-    for (const SourceFrame& f : NodeFrames(id)) frames.push_back(&f);
+    for (const SourceFrame& f : NodeFrames(id)) {
+      frames.push_back(&f);
+      if (fold_) modules.push_back(profile_.nodes[id].module);
+    }
   }
+  if (fold_) FoldInterpreterFrames(&frames, modules);
   return frames;
+}
+
+StackResolver::Code StackResolver::CodeOf(uint64_t module_id) {
+  auto [it, fresh] = code_.try_emplace(module_id, Code::kOther);
+  if (!fresh || module_id == 0) return it->second;
+  auto module = profile_.modules.find(module_id);
+  if (module == profile_.modules.end()) return it->second;
+  const std::string& path = module->second.path;
+  std::string name = path.substr(path.rfind('/') + 1);
+  // By name only when the file cannot be read where the capture is analyzed: python3.11,
+  // python3.13t, python, libpython3.11.so.1.0, libpython3.14t.so...; libc.so.6, libc-2.31.so,
+  // libpthread.so.0 (start_thread before glibc 2.34), musl's libc.musl-x86_64.so.1.
+  static const std::regex kInterpreterName(R"(^(lib)?python(3(\.[0-9]+)?[a-z]*)?(\.so(\..*)?)?$)");
+  static const std::regex kCLibraryName(
+      R"(^((libc|libpthread)(-[0-9.]+)?\.so.*|libc\.musl.*|ld-musl.*)$)");
+  using Use = Symbolizer::SymbolUse;
+  Use version = symbolizer_.DynamicSymbol(module_id, "Py_Version");
+  if (version == Use::kUnreadable) {
+    it->second = std::regex_match(name, kInterpreterName) ? Code::kInterpreter : Code::kOther;
+  } else if (version == Use::kDefines ||
+             symbolizer_.DynamicSymbol(module_id, "_PyEval_EvalFrameDefault") == Use::kDefines ||
+             symbolizer_.DynamicSymbol(module_id, "Py_BytesMain") == Use::kImports) {
+    it->second = Code::kInterpreter;  // libpython, a static python, or the launcher of a shared one
+  }
+  if (it->second == Code::kOther && std::regex_match(name, kCLibraryName)) {
+    it->second = Code::kCLibrary;
+  }
+  return it->second;
+}
+
+void StackResolver::FoldInterpreterFrames(Stack* frames, const std::vector<uint64_t>& modules) {
+  const size_t n = frames->size();
+  if (n == 0) return;
+  std::vector<Code> code(n);
+  for (size_t i = 0; i < n; ++i) code[i] = CodeOf(modules[i]);  // Python frames: module 0
+  // What stays whatever its code: the frame that allocated (the innermost past a custom heap's
+  // annotations) and the allocation site, so that sites and leaves read as before.
+  size_t allocated = 0;
+  while (allocated + 1 < n && (*frames)[allocated]->annotation) ++allocated;
+  const size_t site = SiteIndex(*frames);
+  // The process's or a thread's start-up: the outermost run of the interpreter's and the C
+  // library's frames (_start, __libc_start_main, Py_BytesMain...; clone3, start_thread,
+  // pythread_wrapper...). The C library's fold only outside an interpreter frame of that run,
+  // so a thread an extension started (start_thread, then its own function) keeps them.
+  size_t run = n;
+  while (run > 0 && (code[run - 1] == Code::kInterpreter || code[run - 1] == Code::kCLibrary)) {
+    --run;
+  }
+  size_t startup_end = n;  // the innermost interpreter frame of that run
+  for (size_t i = run; i < n && startup_end == n; ++i) {
+    if (code[i] == Code::kInterpreter) startup_end = i;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bool fold = code[i] == Code::kInterpreter || (code[i] == Code::kCLibrary && i > startup_end);
+    if (!fold || i == allocated || i == site) (*frames)[kept++] = (*frames)[i];
+  }
+  frames->resize(kept);
 }
 
 bool StackResolver::IsLibraryFile(const std::string& file) const {
@@ -312,16 +376,54 @@ std::string HeapOf(const Profile& profile, const Stack& frames) {
   return profile.HeapDisplayName();
 }
 
+std::string FrameKey(const SourceFrame& f) {
+  return f.function + '\x1f' + f.file + '\x1f' + std::to_string(f.line) + '\x1f' + f.module +
+         '\x1f' + (f.function.empty() ? std::to_string(f.module_offset) : "");
+}
+
+std::string StackKey(const Stack& frames) {
+  std::string key;
+  for (const SourceFrame* f : frames) key += FrameKey(*f) + '\x1e';
+  return key;
+}
+
+namespace {
+
+// GroupBy::kStack. Each row is named by the smallest id of its stacks, and rows come in the
+// order of those ids, whatever order the profile's map holds the stacks in.
+std::vector<SiteRow> GroupStacks(const Profile& profile, StackResolver* resolver) {
+  std::unordered_map<std::string, SiteRow> groups;  // by the identities of the frames shown
+  for (const auto& [stack_id, stats] : profile.stacks) {
+    Stack frames = resolver->Frames(stack_id);
+    const char* bytes = reinterpret_cast<const char*>(frames.data());
+    auto [it, fresh] = groups.try_emplace(std::string(bytes, frames.size() * sizeof(frames[0])));
+    SiteRow& row = it->second;
+    if (fresh || stack_id < row.stack_id) {
+      row.site = resolver->Site(stack_id);
+      row.stack = std::move(frames);
+      row.stack_id = stack_id;
+    }
+    row.stats.Add(stats);
+  }
+  std::vector<SiteRow> rows;
+  rows.reserve(groups.size());
+  for (auto& [key, row] : groups) rows.push_back(std::move(row));
+  std::sort(rows.begin(), rows.end(),
+            [](const SiteRow& a, const SiteRow& b) { return a.stack_id < b.stack_id; });
+  return rows;
+}
+
+}  // namespace
+
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by) {
+  if (by == GroupBy::kStack) return GroupStacks(profile, resolver);
   using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
   std::map<Key, SiteRow> groups;
   for (const auto& [stack_id, stats] : profile.stacks) {
     SourceFrame site = resolver->Site(stack_id);
-    // The whole stack only where the grouping reads it: a stack, or its annotation frames.
+    // The whole stack only where the grouping reads it: its annotation frames.
     Stack frames;
-    if (by == GroupBy::kStack || by == GroupBy::kHeap || by == GroupBy::kType) {
-      frames = resolver->Frames(stack_id);
-    }
+    if (by == GroupBy::kHeap || by == GroupBy::kType) frames = resolver->Frames(stack_id);
     Key key;
     switch (by) {
       case GroupBy::kFunction:  // a Python function is its file and name; a native one its symbol
@@ -337,8 +439,7 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
         site = SourceFrame{"", "", 0, site.module, 0, false, site.python};
         key = {"", "", 0, site.module, 0};
         break;
-      case GroupBy::kStack:
-        key = {"", "", 0, "", stack_id};
+      case GroupBy::kStack:  // GroupStacks
         break;
       case GroupBy::kHeap:
       case GroupBy::kType: {
@@ -351,10 +452,6 @@ std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver,
     }
     SiteRow& row = groups[key];
     row.site = site;
-    if (by == GroupBy::kStack) {
-      row.stack = std::move(frames);
-      row.stack_id = stack_id;
-    }
     row.stats.Add(stats);
   }
   std::vector<SiteRow> rows;

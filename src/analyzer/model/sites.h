@@ -19,11 +19,19 @@ namespace memlens::analyzer {
 
 using Stack = std::vector<const SourceFrame*>;
 
+// How stacks are shown to the user.
+struct StackOptions {
+  // Keep the Python interpreter's own frames (its start-up, eval loop and call machinery),
+  // which Frames() otherwise folds in a Python capture: `--interpreter-frames`.
+  bool interpreter_frames = false;
+};
+
 class StackResolver {
  public:
-  explicit StackResolver(const Profile& profile);
+  explicit StackResolver(const Profile& profile, StackOptions options = {});
 
-  // Frames of a stack, innermost first, inlined frames expanded. The frames belong to the
+  // Frames of a stack, innermost first, inlined frames expanded, the interpreter's own frames
+  // folded (FoldInterpreterFrames) unless the options keep them. The frames belong to the
   // resolver's caches: valid as long as the resolver.
   Stack Frames(uint64_t stack_id);
   // Index in Frames(stack) of the allocation site.
@@ -46,6 +54,15 @@ class StackResolver {
     uint32_t app = 0, any = kUnknown;
   };
   PythonSites PythonSitesOf(uint64_t node);
+  // The native code a module holds, for folding: the interpreter's own code (the module that
+  // defines Py_Version, or the `python` launcher whose main calls Py_BytesMain), the C
+  // library's, or anything else. Worked out once per module, on first need.
+  enum class Code : uint8_t { kUnknown, kInterpreter, kCLibrary, kOther };
+  Code CodeOf(uint64_t module_id);
+  // Drops from `frames` (one per entry of `modules`, the module id of each frame's node, 0 for
+  // none) the interpreter's frames other than the one that allocated and the allocation site,
+  // and the C library's start-up frames outside the interpreter's outermost frame.
+  void FoldInterpreterFrames(Stack* frames, const std::vector<uint64_t>& modules);
   // A Python file of the standard library or an installed package, but not the entry's.
   bool IsLibraryFile(const std::string& file) const;
   // A file (Python or extension module) of the entry package or of the distribution holding it.
@@ -59,6 +76,8 @@ class StackResolver {
   Symbolizer symbolizer_;
   std::unordered_map<uint64_t, std::vector<SourceFrame>> unknown_;  // frames outside modules
   std::vector<uint64_t> memlens_modules_;  // ids of the agent's modules: their frames are hidden
+  bool fold_ = false;  // a Python capture shown without the interpreter's frames
+  std::unordered_map<uint64_t, Code> code_;  // CodeOf, by module id
 };
 
 // The package a Python program's entry point runs, whose files are the program's own code
@@ -74,7 +93,7 @@ enum class SortBy { kPeak, kAllocated, kCount, kLeaked };
 struct SiteRow {
   SourceFrame site;                 // the grouping frame (function / line / module fields)
   Stack stack;                      // full stack, innermost first (GroupBy::kStack only)
-  uint64_t stack_id = 0;            // GroupBy::kStack only
+  uint64_t stack_id = 0;            // GroupBy::kStack only: the first of the stacks it groups
   StackStats stats;
 };
 
@@ -82,6 +101,12 @@ struct SiteRow {
 // (the profile's heap for a stack without a heap annotation), from a stack's annotation frames.
 std::string TypeOf(const Stack& frames);
 std::string HeapOf(const Profile& profile, const Stack& frames);
+// What tells frames apart across captures: function, file, line and module (the offset only
+// for a frame without a function name). StackKey is that of every frame of a stack, in order.
+std::string FrameKey(const SourceFrame& frame);
+std::string StackKey(const Stack& frames);
+// GroupBy::kStack groups the stacks whose frames, as Frames() gives them, are the same return
+// addresses: those that differ only in frames the resolver folds or hides.
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by);
 void SortRows(std::vector<SiteRow>* rows, SortBy by);
 uint64_t SortValue(const StackStats& s, SortBy by);

@@ -114,5 +114,79 @@ TEST(EntryPackage, PythonDashMRunsItsPackageAsTheProgramsOwnCode) {
   EXPECT_EQ(EntryPackage(p), "tool");
 }
 
+// The files are not on this machine, so the modules are recognized by name, as for a capture
+// analyzed elsewhere; tests/e2e/test_python.py covers the real interpreter's files.
+TEST(StackResolverFrames, InterpreterFramesFoldInPythonStacks) {
+  Profile p;
+  p.python_codes[1] = {1, "/home/u/app.py", "<module>", 1};
+  p.python_codes[2] = {2, "/home/u/app.py", "grow", 7};
+  const char* paths[] = {"", "/usr/bin/python3.11",
+                         "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+                         "/lib/x86_64-linux-gnu/libc.so.6",
+                         "/home/u/ext.cpython-311-x86_64-linux-gnu.so"};
+  for (uint64_t id = 1; id <= 4; ++id) {
+    format::ModuleRecord m;
+    m.id = id;
+    m.path = paths[id];
+    p.modules[id] = m;
+  }
+  auto add = [&](uint64_t parent, uint64_t ip, uint64_t module) {
+    uint64_t node = AddNode(&p, parent, ip);
+    p.nodes[node].module = module;
+    return node;
+  };
+  uint64_t start = add(0, 0x1100, 1);                            // _start
+  uint64_t libc_start = add(start, 0x3100, 3);                   // __libc_start_main
+  uint64_t main = add(libc_start, 0x2100, 2);                    // Py_BytesMain
+  uint64_t module = add(main, PythonFrameIp(1, 5), 0);           // <module>
+  uint64_t ext = add(module, 0x4100, 4);                         // the extension calls back
+  uint64_t call = add(ext, 0x2200, 2);                           // _PyObject_Call
+  uint64_t grow = add(call, PythonFrameIp(2, 9), 0);             // grow
+  uint64_t append = add(grow, 0x2300, 2);                        // list_append
+  uint64_t resize = add(append, 0x2400, 2);                      // list_resize, allocates
+  uint64_t thread = add(add(0, 0x3200, 3), 0x4200, 4);           // start_thread, the ext's
+  auto offsets = [](const Stack& frames) {
+    std::vector<uint64_t> out;
+    for (const SourceFrame* f : frames) out.push_back(f->python ? f->line : f->module_offset);
+    return out;
+  };
+  StackResolver folded(p);
+  EXPECT_EQ(offsets(folded.Frames(resize)), (std::vector<uint64_t>{0x2400, 9, 0x4100, 5}));
+  EXPECT_EQ(offsets(folded.Frames(thread)), (std::vector<uint64_t>{0x4200, 0x3200}));
+  ExpectSameSite(&folded, resize);
+  // A stack made only of the interpreter's frames keeps the one that allocated.
+  EXPECT_EQ(offsets(folded.Frames(main)), (std::vector<uint64_t>{0x2100}));
+  StackOptions all;
+  all.interpreter_frames = true;
+  StackResolver shown(p, all);
+  EXPECT_EQ(offsets(shown.Frames(resize)),
+            (std::vector<uint64_t>{0x2400, 0x2300, 9, 0x2200, 0x4100, 5, 0x2100, 0x3100, 0x1100}));
+  // Stacks that differ only in folded frames are one row.
+  uint64_t other_call = add(ext, 0x2280, 2);
+  add(add(add(other_call, PythonFrameIp(2, 9), 0), 0x2380, 2), 0x2400, 2);
+  p.stacks[resize].allocations = 1;
+  p.stacks[p.nodes.size() - 1].allocations = 2;
+  StackResolver again(p);
+  std::vector<SiteRow> rows = GroupSites(p, &again, GroupBy::kStack);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].stats.allocations, 3u);
+  StackResolver shown_again(p, all);
+  EXPECT_EQ(GroupSites(p, &shown_again, GroupBy::kStack).size(), 2u);
+}
+
+TEST(StackResolverFrames, NothingFoldsWithoutPython) {
+  Profile p;
+  format::ModuleRecord lib;
+  lib.id = 1;
+  lib.path = "/usr/lib/libpython3.11.so.1.0";  // embedded, but no Python frame was recorded
+  p.modules[1] = lib;
+  uint64_t outer = AddNode(&p, 0, 0x1000);
+  p.nodes[outer].module = 1;
+  uint64_t inner = AddNode(&p, outer, 0x2000);
+  p.nodes[inner].module = 1;
+  StackResolver resolver(p);
+  EXPECT_EQ(resolver.Frames(inner).size(), 2u);
+}
+
 }  // namespace
 }  // namespace memlens::analyzer

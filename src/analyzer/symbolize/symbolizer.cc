@@ -495,6 +495,32 @@ std::vector<SourceFrame> Symbolizer::Lookup(const Module& module, uint64_t ip) {
   return frames;
 }
 
+Symbolizer::SymbolUse Symbolizer::DynamicSymbol(uint64_t module_id, const std::string& name) {
+  auto module = modules_.find(module_id);
+  if (module == modules_.end()) return SymbolUse::kUnreadable;
+  if (!module->second.examined) Examine(&module->second);
+  ElfFile* file = module->second.file;
+  if (file == nullptr) return SymbolUse::kUnreadable;
+  for (Elf_Scn* scn = elf_nextscn(file->elf, nullptr); scn != nullptr;
+       scn = elf_nextscn(file->elf, scn)) {
+    GElf_Shdr header;
+    if (gelf_getshdr(scn, &header) == nullptr || header.sh_type != SHT_DYNSYM ||
+        header.sh_entsize == 0) {
+      continue;
+    }
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    for (size_t i = 0; i < header.sh_size / header.sh_entsize; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
+      const char* text = elf_strptr(file->elf, header.sh_link, sym.st_name);
+      if (text == nullptr || name != text) continue;
+      return sym.st_shndx == SHN_UNDEF ? SymbolUse::kImports : SymbolUse::kDefines;
+    }
+  }
+  return SymbolUse::kNone;
+}
+
 const std::vector<SourceFrame>& Symbolizer::Resolve(uint64_t module_id, uint64_t ip) {
   auto [it, inserted] = cache_.try_emplace(Key{module_id, ip});
   if (!inserted) return it->second;

@@ -57,6 +57,13 @@ class Symbolizer {
   // the real function. Never empty. Cached per (module_id, ip).
   const std::vector<SourceFrame>& Resolve(uint64_t module_id, uint64_t ip);
 
+  // How module `module_id`'s dynamic symbol table (.dynsym) knows the symbol `name`: it
+  // defines it, only refers to it (a symbol it takes from another object), or not at all;
+  // kUnreadable when the module's file cannot be read as recorded (missing, changed since the
+  // capture, in memory only).
+  enum class SymbolUse { kUnreadable, kNone, kImports, kDefines };
+  SymbolUse DynamicSymbol(uint64_t module_id, const std::string& name);
+
   // One line per problem seen so far (missing file, build-id mismatch, no symbols), each
   // said once. Files are examined lazily, so a module no stack touched is never reported.
   const std::vector<std::string>& warnings() const { return warnings_; }

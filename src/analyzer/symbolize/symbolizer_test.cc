@@ -285,5 +285,24 @@ TEST(SymbolizerTest, UnnamedStaticInitializerIsNamedSo) {
   EXPECT_EQ(other.module, stripped.path);
 }
 
+// How StackResolver tells the Python interpreter's modules (Py_Version defined, Py_BytesMain
+// imported) from the others.
+TEST(SymbolizerTest, DynamicSymbolTellsDefinedFromImported) {
+  const format::ModuleRecord stripped =
+      ModuleOf(reinterpret_cast<const void*>(&memlens_stripped_unnamed_ip), 1);
+  format::ModuleRecord missing;
+  missing.id = 2;
+  missing.path = "/nonexistent/libpython3.11.so.1.0";
+  Symbolizer symbolizer;
+  symbolizer.AddModule(stripped);
+  symbolizer.AddModule(missing);
+  using Use = Symbolizer::SymbolUse;
+  EXPECT_EQ(symbolizer.DynamicSymbol(1, "memlens_stripped_unnamed_ip"), Use::kDefines);
+  EXPECT_EQ(symbolizer.DynamicSymbol(1, "__cxa_finalize"), Use::kImports);
+  EXPECT_EQ(symbolizer.DynamicSymbol(1, "Py_Version"), Use::kNone);
+  EXPECT_EQ(symbolizer.DynamicSymbol(2, "Py_Version"), Use::kUnreadable);
+  EXPECT_EQ(symbolizer.DynamicSymbol(3, "Py_Version"), Use::kUnreadable);  // no such module
+}
+
 }  // namespace
 }  // namespace memlens::analyzer

@@ -1,6 +1,6 @@
 // A C extension for the Python tests: allocations made without holding the GIL, from a thread
 // that runs Python (attributed to the Python line that called in) and from a thread that never
-// ran Python (native frames only).
+// ran Python (native frames only); and a call from C back into Python.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
@@ -35,9 +35,20 @@ static PyObject* alloc_in_native_thread(PyObject* self, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+static volatile int calls_made;
+
+// An extension's frame between two Python frames: calls f() and returns what it returns. The
+// count after the call keeps this frame on the stack (no tail call).
+static PyObject* call(PyObject* self, PyObject* f) {
+  PyObject* result = PyObject_CallNoArgs(f);
+  calls_made = calls_made + 1;
+  return result;
+}
+
 static PyMethodDef methods[] = {
     {"alloc_without_gil", alloc_without_gil, METH_O, "malloc(n) with the GIL released"},
     {"alloc_in_native_thread", alloc_in_native_thread, METH_O, "malloc(n) in a non-Python thread"},
+    {"call", call, METH_O, "f(), called from C"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "memlens_test_ext", NULL, -1, methods,
