@@ -31,6 +31,11 @@ record markers "$build/examples/game_loop" 3
 record sampled --sample-rate 64 "$programs/known_peak"
 # Python, sampled: a whole interpreter start recorded in full is megabytes.
 record python --sample-rate 65536 "$python" -S -c 'x = [bytearray(100000) for _ in range(5)]'
+# A free-threaded Python (mimalloc's mappings, kinds 42 and 43), where tools/build-pythons made one.
+ft_python=${MEMLENS_FT_PYTHON:-${MEMLENS_PYTHONS_DIR:-$HOME/.cache/memlens/pythons}/3.13t/bin/python3.13t}
+if [ -x "$ft_python" ]; then
+  record python_ft --sample-rate 65536 "$ft_python" -S -c 'x = [bytearray(100000) for _ in range(5)]'
+fi
 
 
 rm -f "$here"/corpus/*/seed-*
