@@ -1,48 +1,23 @@
 """Free-threaded CPython (3.13t, 3.14t: built with --disable-gil) under memlens: the allocator
 wrappers survive initialization, eight threads allocating at once are counted exactly as
 tracemalloc counts them, the GIL stays off, and mimalloc's arenas are a figure of their own."""
-import os
-import pathlib
 import subprocess
-import sys
 
 import pytest
 
-from conftest import BUILD, MEMLENS, REPO, Recorded
+from conftest import MEMLENS, REPO, Recorded
 
 SCRIPTS = REPO / "tests" / "python" / "scripts"
-FREE_THREADED = ("3.13t", "3.14t")
 
 
-def free_threaded_python(tag):
-    """The interpreter tools/build-pythons made for `tag`, or None (not built, or unfinished)."""
-    root = pathlib.Path(os.environ.get("MEMLENS_PYTHONS_DIR", "~/.cache/memlens/pythons"))
-    folder = root.expanduser() / tag
-    executable = folder / "bin" / f"python{tag}"
-    return executable if (folder / ".memlens-complete").exists() and executable.exists() else None
-
-
-def free_threaded_or_skip(tag):
-    executable = free_threaded_python(tag)
-    if executable is None:
-        message = f"no finished CPython {tag} under $MEMLENS_PYTHONS_DIR (tools/build-pythons makes it)"
-        if os.environ.get("MEMLENS_REQUIRE_PYTHONS"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return executable
-
-
-@pytest.fixture(params=FREE_THREADED)
-def python(request):
-    return free_threaded_or_skip(request.param)
-
-
-@pytest.fixture(params=("default",) + FREE_THREADED)
-def any_python(request):
-    """The interpreter of the other Python tests (MEMLENS_TEST_PYTHON), then the free-threaded."""
-    if request.param == "default":
-        return pathlib.Path(os.environ.get("MEMLENS_TEST_PYTHON", sys.executable))
-    return free_threaded_or_skip(request.param)
+@pytest.fixture
+def free_threaded(python):
+    """The interpreter under test (conftest's `python`), when it is a free-threaded build: these
+    tests are about such builds, and run under each one that is under test (CI requires 3.13t
+    and 3.14t: test_interpreters.py)."""
+    if not python.free_threaded:
+        pytest.skip(f"about free-threaded builds; Python {python.tag} has a GIL")
+    return python
 
 
 def line_of(script, marker):
@@ -78,10 +53,10 @@ def test_wrappers_are_in_place_at_the_first_line(python, tmp_path):
     assert at_line(r, "first_line.py", "first") == (int(size), 2, int(size))  # object + buffer
 
 
-def test_a_function_name_beyond_ascii_is_read_right(any_python, tmp_path):
+def test_a_function_name_beyond_ascii_is_read_right(python, tmp_path):
     """The hooks encode a code object's name to UTF-8 themselves (no call into the interpreter,
     which takes a lock for it in a free-threaded build): two- and three-byte characters."""
-    r = record(any_python, tmp_path, "unicode_names.py")
+    r = record(python, tmp_path, "unicode_names.py")
     assert r.proc.returncode == 0, r.proc.stderr
     line = line_of("unicode_names.py", "named")
     rows = [row for row in r.analyze("top", "--by", "line", "--limit", "100000")["rows"]
@@ -89,22 +64,22 @@ def test_a_function_name_beyond_ascii_is_read_right(any_python, tmp_path):
     assert [row["site"]["function"] for row in rows] == ["größe_日本"]
 
 
-def test_eight_threads_at_once_are_counted_as_tracemalloc_counts(python, tmp_path):
+def test_eight_threads_at_once_are_counted_as_tracemalloc_counts(free_threaded, tmp_path):
     """Eight threads released together allocate at the same lines, truly in parallel: the bytes
     and blocks at each line equal what tracemalloc reports for the same script, in each of 20
     runs (none crashes), and the GIL stays off as it is without memlens."""
     script = "eight_threads.py"
-    plain = subprocess.run([str(python), script], capture_output=True, text=True, cwd=SCRIPTS,
+    plain = subprocess.run([str(free_threaded), script], capture_output=True, text=True, cwd=SCRIPTS,
                            check=True).stdout
     assert plain == "gil False\n"
-    out = subprocess.run([str(python), script, "tracemalloc"], capture_output=True, text=True,
+    out = subprocess.run([str(free_threaded), script, "tracemalloc"], capture_output=True, text=True,
                          cwd=SCRIPTS, check=True).stdout.split()
     markers = ("words", "blobs", "nodes")
     expected = {m: (int(out[2 * i]), int(out[2 * i + 1])) for i, m in enumerate(markers)}
     assert expected["words"][1] == 8 * 4000 and expected["nodes"][1] == 8 * 2000
     assert expected["blobs"][1] == 8 * 50 * 2  # each bytearray: its object and its buffer
     for run in range(20):
-        r = record(python, tmp_path, script, f"run{run}.mlens")
+        r = record(free_threaded, tmp_path, script, f"run{run}.mlens")
         assert r.proc.returncode == 0, (run, r.proc.stderr)
         assert r.proc.stdout == plain, run
         for marker in markers:
@@ -114,11 +89,11 @@ def test_eight_threads_at_once_are_counted_as_tracemalloc_counts(python, tmp_pat
         r.capture.unlink()
 
 
-def test_mimalloc_arenas_are_their_own_figure(python, tmp_path):
+def test_mimalloc_arenas_are_their_own_figure(free_threaded, tmp_path):
     """mimalloc replaces pymalloc: the address space it maps from inside Python's allocator
     (an arena of 1 GiB, reserved at its first allocation) is a figure of its own, in no heap
     total, named as mimalloc's in the summary."""
-    r = record(python, tmp_path, "first_line.py")
+    r = record(free_threaded, tmp_path, "first_line.py")
     assert r.proc.returncode == 0, r.proc.stderr
     totals = r.analyze("summary")["totals"]
     assert totals["mimalloc_mapped_peak_bytes"] >= 1 << 30
