@@ -23,8 +23,6 @@ inline InterpreterFrame* InnermostFrame() {
   return state->cframe->current_frame;
 }
 
-inline InterpreterFrame* OuterFrame(InterpreterFrame* frame) { return frame->previous; }
-
 // Every 3.11 frame runs a code object: the eval loop marks its first frame (is_entry) instead
 // of pushing one of its own.
 inline bool IsCodeFrame(InterpreterFrame*) { return true; }
@@ -44,27 +42,9 @@ inline bool IsAtSetUp(InterpreterFrame* frame) {
   return frame->prev_instr < _PyCode_CODE(frame->f_code) + frame->f_code->_co_firsttraceable;
 }
 
-inline bool IsGeneratorFrame(InterpreterFrame* frame) {
-  return frame->owner == FRAME_OWNED_BY_GENERATOR;
-}
-
 inline PyCodeObject* FrameCode(InterpreterFrame* frame) { return frame->f_code; }
 
-// The index of the frame's current instruction in its code.
-inline int FrameInstruction(InterpreterFrame* frame) { return _PyInterpreterFrame_LASTI(frame); }
-
-// The source line of an instruction (CPython walks the line table: cache the answer).
-inline int InstructionLine(PyCodeObject* code, int instruction) {
-  return PyCode_Addr2Line(code, instruction * static_cast<int>(sizeof(_Py_CODEUNIT)));
-}
-
 inline bool IsEntryFrame(InterpreterFrame* frame) { return frame->is_entry; }
-
-inline PyObject* CodeName(PyCodeObject* code) { return code->co_qualname; }
-
-// "pymalloc", "malloc", "pymalloc_debug"... or nullptr once the allocators are not the
-// interpreter's own.
-inline const char* CurrentAllocatorName() { return _PyMem_GetCurrentAllocatorName(); }
 
 // pymalloc serves requests of 1 to this many bytes from its pools (SMALL_REQUEST_THRESHOLD in
 // Objects/obmalloc.c, not in a header in 3.11).

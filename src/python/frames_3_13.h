@@ -31,8 +31,6 @@ inline InterpreterFrame* InnermostFrame() {
   return state ? state->current_frame : nullptr;
 }
 
-inline InterpreterFrame* OuterFrame(InterpreterFrame* frame) { return frame->previous; }
-
 // The eval loop's entry frames run no code (f_executable is None); every other frame's
 // f_executable is a code object (the __init__ shim's included, which IsAtSetUp then skips):
 // CPython's own walks (_PyFrame_IsIncomplete, then _PyFrame_GetCode, which asserts
@@ -54,27 +52,11 @@ inline bool IsAtSetUp(InterpreterFrame* frame) {
   return frame->instr_ptr < _PyCode_CODE(code) + code->_co_firsttraceable;
 }
 
-inline bool IsGeneratorFrame(InterpreterFrame* frame) {
-  return frame->owner == FRAME_OWNED_BY_GENERATOR;
-}
-
-// The index of the frame's current instruction in its code.
-inline int FrameInstruction(InterpreterFrame* frame) { return _PyInterpreterFrame_LASTI(frame); }
-
-inline int InstructionLine(PyCodeObject* code, int instruction) {
-  return PyCode_Addr2Line(code, instruction * static_cast<int>(sizeof(_Py_CODEUNIT)));
-}
-
 // The first frame of a call of the eval loop sits just inside that call's entry frame (as
 // CPython's own _PyFrame_IsEntryFrame tells).
 inline bool IsEntryFrame(InterpreterFrame* frame) {
   return frame->previous && frame->previous->owner == FRAME_OWNED_BY_CSTACK;
 }
-
-inline PyObject* CodeName(PyCodeObject* code) { return code->co_qualname; }
-
-// "pymalloc", "mimalloc" (the free-threaded build's only allocator), "malloc"...
-inline const char* CurrentAllocatorName() { return _PyMem_GetCurrentAllocatorName(); }
 
 constexpr size_t kPymallocLargest = SMALL_REQUEST_THRESHOLD;  // internal/pycore_obmalloc.h
 

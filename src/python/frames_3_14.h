@@ -34,8 +34,6 @@ inline InterpreterFrame* InnermostFrame() {
   return state ? state->current_frame : nullptr;
 }
 
-inline InterpreterFrame* OuterFrame(InterpreterFrame* frame) { return frame->previous; }
-
 // As in 3.13, by the owner alone (as _PyFrame_IsIncomplete): the interpreter's own frames are
 // FRAME_OWNED_BY_INTERPRETER and FRAME_OWNED_BY_CSTACK; every other frame runs a code object.
 inline bool IsCodeFrame(InterpreterFrame* frame) {
@@ -53,24 +51,10 @@ inline bool IsAtSetUp(InterpreterFrame* frame) {
   return frame->instr_ptr < _PyFrame_GetBytecode(frame) + FrameCode(frame)->_co_firsttraceable;
 }
 
-inline bool IsGeneratorFrame(InterpreterFrame* frame) {
-  return frame->owner == FRAME_OWNED_BY_GENERATOR;
-}
-
-inline int FrameInstruction(InterpreterFrame* frame) { return _PyInterpreterFrame_LASTI(frame); }
-
-inline int InstructionLine(PyCodeObject* code, int instruction) {
-  return PyCode_Addr2Line(code, instruction * static_cast<int>(sizeof(_Py_CODEUNIT)));
-}
-
 // As CPython's own _PyFrame_IsEntryFrame.
 inline bool IsEntryFrame(InterpreterFrame* frame) {
   return frame->previous && frame->previous->owner == FRAME_OWNED_BY_INTERPRETER;
 }
-
-inline PyObject* CodeName(PyCodeObject* code) { return code->co_qualname; }
-
-inline const char* CurrentAllocatorName() { return _PyMem_GetCurrentAllocatorName(); }
 
 constexpr size_t kPymallocLargest = SMALL_REQUEST_THRESHOLD;  // internal/pycore_obmalloc.h
 

@@ -7,15 +7,15 @@
 // against that interpreter's definitions; this one picks the header by PY_VERSION_HEX. The rest
 // of the hooks library uses only the public C API and what these headers give it.
 //
-// Each header defines, in memlens::python:
-//   InterpreterFrame, InnermostFrame(), OuterFrame(f)  the calling thread's frame chain
+// Each header defines, in memlens::python (what reads the same in every version is below):
+//   InterpreterFrame, InnermostFrame()  the calling thread's frame chain
 //   IsCodeFrame(f)        false for the interpreter's own frames that run no code object
 //                         (3.13's and 3.14's entry frames): never reported
 //   FramePosition(f)      a word that stands for (code, instruction) while the code object lives
 //   IsAtSetUp(f)          before its first traceable instruction (the interpreter's own rule)
-//   IsGeneratorFrame(f), FrameCode(f), FrameInstruction(f), InstructionLine(code, index)
+//   FrameCode(f)
 //   IsEntryFrame(f)       the first frame run by one call of the eval loop
-//   CodeName(code), CurrentAllocatorName(), kPymallocLargest
+//   kPymallocLargest
 //
 // Runs on: any thread, inside an allocation hook. Must not allocate or take locks.
 #pragma once
@@ -32,3 +32,30 @@
 #else
 #error "memlens's Python hooks support CPython 3.11, 3.13 and 3.14 (see interpreter_frames.h)"
 #endif
+
+// What reads the same in every supported version (compiled against each one's headers all the
+// same).
+namespace memlens::python {
+
+inline InterpreterFrame* OuterFrame(InterpreterFrame* frame) { return frame->previous; }
+
+inline bool IsGeneratorFrame(InterpreterFrame* frame) {
+  return frame->owner == FRAME_OWNED_BY_GENERATOR;
+}
+
+// The index of the frame's current instruction in its code (in 3.14's free-threaded build, in
+// the thread's own copy of the bytecode).
+inline int FrameInstruction(InterpreterFrame* frame) { return _PyInterpreterFrame_LASTI(frame); }
+
+// The source line of an instruction (CPython walks the line table: cache the answer).
+inline int InstructionLine(PyCodeObject* code, int instruction) {
+  return PyCode_Addr2Line(code, instruction * static_cast<int>(sizeof(_Py_CODEUNIT)));
+}
+
+inline PyObject* CodeName(PyCodeObject* code) { return code->co_qualname; }
+
+// "pymalloc", "mimalloc" (a free-threaded build's only allocator), "malloc"... or nullptr once
+// the allocators are not the interpreter's own.
+inline const char* CurrentAllocatorName() { return _PyMem_GetCurrentAllocatorName(); }
+
+}  // namespace memlens::python
