@@ -33,11 +33,11 @@ struct DiffRow {
   StackStats before, after;
   bool in_before = false, in_after = false;
   int64_t Delta() const {
-    return static_cast<int64_t>(after.leaked_bytes) - static_cast<int64_t>(before.leaked_bytes);
+    return static_cast<int64_t>(after.in_use_bytes) - static_cast<int64_t>(before.in_use_bytes);
   }
   const char* Status() const {
-    if (in_after && after.leaked_blocks && !(in_before && before.leaked_blocks)) return "new";
-    if (in_before && before.leaked_blocks && !(in_after && after.leaked_blocks)) return "gone";
+    if (in_after && after.in_use_blocks && !(in_before && before.in_use_blocks)) return "new";
+    if (in_before && before.in_use_blocks && !(in_after && after.in_use_blocks)) return "gone";
     return "";
   }
 };
@@ -79,12 +79,12 @@ int Diff(const DiffOptions& o) {
   }
   std::vector<DiffRow> sorted;
   for (auto& [key, row] : rows) {
-    if (row.Delta() != 0 || row.after.leaked_blocks != row.before.leaked_blocks) sorted.push_back(row);
+    if (row.Delta() != 0 || row.after.in_use_blocks != row.before.in_use_blocks) sorted.push_back(row);
   }
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const DiffRow& a, const DiffRow& b) { return a.Delta() > b.Delta(); });
-  int64_t total = static_cast<int64_t>(after.totals.leaked_bytes) -
-                  static_cast<int64_t>(before.totals.leaked_bytes);
+  int64_t total = static_cast<int64_t>(after.totals.in_use_bytes) -
+                  static_cast<int64_t>(before.totals.in_use_bytes);
   size_t shown = std::min(sorted.size(), o.limit);
   if (o.json) {
     JsonWriter json(std::cout);
@@ -92,12 +92,12 @@ int Diff(const DiffOptions& o) {
     json.Key("before");
     json.BeginObject();
     WriteCaptureJson(&json, before, before_resolver);
-    json.Field("in_use_bytes", before.totals.leaked_bytes);
+    json.Field("in_use_bytes", before.totals.in_use_bytes);
     json.EndObject();
     json.Key("after");
     json.BeginObject();
     WriteCaptureJson(&json, after, after_resolver);
-    json.Field("in_use_bytes", after.totals.leaked_bytes);
+    json.Field("in_use_bytes", after.totals.in_use_bytes);
     json.EndObject();
     json.Field("group_by", o.by);
     json.Field("delta_bytes", static_cast<int64_t>(total));
@@ -110,12 +110,12 @@ int Diff(const DiffOptions& o) {
       WriteFrame(&json, r.site);
       json.Field("status", r.Status());
       json.Field("delta_bytes", static_cast<int64_t>(r.Delta()));
-      json.Field("delta_blocks", static_cast<int64_t>(r.after.leaked_blocks) -
-                                     static_cast<int64_t>(r.before.leaked_blocks));
-      json.Field("before_bytes", r.before.leaked_bytes);
-      json.Field("after_bytes", r.after.leaked_bytes);
-      json.Field("before_blocks", r.before.leaked_blocks);
-      json.Field("after_blocks", r.after.leaked_blocks);
+      json.Field("delta_blocks", static_cast<int64_t>(r.after.in_use_blocks) -
+                                     static_cast<int64_t>(r.before.in_use_blocks));
+      json.Field("before_bytes", r.before.in_use_bytes);
+      json.Field("after_bytes", r.after.in_use_bytes);
+      json.Field("before_blocks", r.before.in_use_blocks);
+      json.Field("after_blocks", r.after.in_use_blocks);
       if (group == GroupBy::kStack) WriteStack(&json, "stack", r.stack);
       json.EndObject();
     }
@@ -129,8 +129,8 @@ int Diff(const DiffOptions& o) {
                 << " capture sampled heap allocations; their figures are scaled up from the "
                    "samples\n";
     }
-    std::cout << "In use: " << FormatBytes(before.totals.leaked_bytes) << " at "
-              << before.SnapshotLabel() << " -> " << FormatBytes(after.totals.leaked_bytes) << " at "
+    std::cout << "In use: " << FormatBytes(before.totals.in_use_bytes) << " at "
+              << before.SnapshotLabel() << " -> " << FormatBytes(after.totals.in_use_bytes) << " at "
               << after.SnapshotLabel() << " (" << SignedBytes(total) << ")\n";
     TextTable table;
     for (const char* title : {"CHANGE", "BEFORE", "AFTER", "BLOCKS"}) table.AddColumn(title, TextTable::kRight);
@@ -139,10 +139,10 @@ int Diff(const DiffOptions& o) {
     table.AddColumn("FUNCTION", TextTable::kLeft);
     for (size_t i = 0; i < shown; ++i) {
       const DiffRow& r = sorted[i];
-      int64_t blocks = static_cast<int64_t>(r.after.leaked_blocks) -
-                       static_cast<int64_t>(r.before.leaked_blocks);
-      table.AddRow({SignedBytes(r.Delta()), FormatBytes(r.before.leaked_bytes),
-                    FormatBytes(r.after.leaked_bytes), (blocks > 0 ? "+" : "") + std::to_string(blocks),
+      int64_t blocks = static_cast<int64_t>(r.after.in_use_blocks) -
+                       static_cast<int64_t>(r.before.in_use_blocks);
+      table.AddRow({SignedBytes(r.Delta()), FormatBytes(r.before.in_use_bytes),
+                    FormatBytes(r.after.in_use_bytes), (blocks > 0 ? "+" : "") + std::to_string(blocks),
                     r.Status(), SourceLocation(r.site), FunctionName(r.site)});
     }
     table.Print(std::cout);

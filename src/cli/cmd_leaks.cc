@@ -75,16 +75,16 @@ int Leaks(const LeaksOptions& o) {
   size_t stacks = 0;
   Suppressed suppressed;
   for (auto& r : rows) {
-    if (r.stats.leaked_blocks == 0) continue;
+    if (r.stats.in_use_blocks == 0) continue;
     bool hidden = false;
     for (const auto& pattern : suppressions) hidden = hidden || pattern.MatchesAnyFrame(r.stack);
     if (hidden) {
       suppressed.stacks += 1;
-      suppressed.bytes += r.stats.leaked_bytes;
-      suppressed.blocks += r.stats.leaked_blocks;
+      suppressed.bytes += r.stats.in_use_bytes;
+      suppressed.blocks += r.stats.in_use_blocks;
       continue;
     }
-    if (r.stats.leaked_bytes < o.min_bytes) continue;
+    if (r.stats.in_use_bytes < o.min_bytes) continue;
     ++stacks;
     if (leaks.size() < o.limit) leaks.push_back(std::move(r));
   }
@@ -93,8 +93,8 @@ int Leaks(const LeaksOptions& o) {
     JsonWriter json(std::cout);
     json.BeginObject();
     WriteCaptureJson(&json, p, resolver);
-    json.Field("leaked_bytes", t.leaked_bytes);
-    json.Field("leaked_blocks", t.leaked_blocks);
+    json.Field("leaked_bytes", t.in_use_bytes);
+    json.Field("leaked_blocks", t.in_use_blocks);
     json.Field("stack_count", static_cast<uint64_t>(stacks));
     json.Key("suppressed");
     json.BeginObject();
@@ -107,8 +107,8 @@ int Leaks(const LeaksOptions& o) {
     json.BeginArray();
     for (const auto& r : leaks) {
       json.BeginObject();
-      json.Field("bytes", r.stats.leaked_bytes);
-      json.Field("blocks", r.stats.leaked_blocks);
+      json.Field("bytes", r.stats.in_use_bytes);
+      json.Field("blocks", r.stats.in_use_blocks);
       json.Field("allocations", r.stats.allocations);
       json.Key("site");
       WriteFrame(&json, r.site);
@@ -120,8 +120,8 @@ int Leaks(const LeaksOptions& o) {
   } else {
     PrintEstimateNote(p);
     PrintProgramEndNote(p);
-    std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.leaked_bytes) << " in "
-              << FormatCounted(t.leaked_blocks, "block") << ", from "
+    std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.in_use_bytes) << " in "
+              << FormatCounted(t.in_use_blocks, "block") << ", from "
               << FormatCounted(stacks, "call stack") << "\n";
     if (t.runtime_blocks) {
       std::cout << "Runtime: " << RuntimeNote(p) << "\n";
@@ -142,8 +142,8 @@ int Leaks(const LeaksOptions& o) {
     }
     for (size_t i = 0; i < leaks.size(); ++i) {
       const auto& r = leaks[i];
-      std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.leaked_bytes) << " in "
-                << FormatCounted(r.stats.leaked_blocks, "block") << " (" << FormatCount(r.stats.allocations)
+      std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.in_use_bytes) << " in "
+                << FormatCounted(r.stats.in_use_blocks, "block") << " (" << FormatCount(r.stats.allocations)
                 << " allocated here in all)\n";
       PrintStack(resolver, r.stack);
     }
@@ -213,7 +213,7 @@ std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver)
       if (site.function == g.site.function && site.file == g.site.file &&
           site.line == g.site.line && site.module == g.site.module &&
           site.module_offset == g.site.module_offset) {
-        g.in_use_at_end += stats.leaked_bytes;
+        g.in_use_at_end += stats.in_use_bytes;
       }
     }
   }

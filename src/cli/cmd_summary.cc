@@ -47,8 +47,8 @@ void PrintSites(const char* title, const std::vector<SiteRow>& rows, bool leaked
   table.AddColumn("LOCATION", TextTable::kLeft);
   table.AddColumn("FUNCTION", TextTable::kLeft);
   for (const auto& r : rows) {
-    uint64_t bytes = leaked ? r.stats.leaked_bytes : r.stats.peak_bytes;
-    uint64_t blocks = leaked ? r.stats.leaked_blocks : r.stats.peak_blocks;
+    uint64_t bytes = leaked ? r.stats.in_use_bytes : r.stats.peak_bytes;
+    uint64_t blocks = leaked ? r.stats.in_use_blocks : r.stats.peak_blocks;
     table.AddRow({FormatBytes(bytes), FormatPercent(bytes, whole), FormatCount(blocks),
                   ModuleName(r.site), SourceLocation(r.site), FunctionName(r.site)});
   }
@@ -180,7 +180,7 @@ int Summary(const SummaryOptions& o) {
                               ", at " + FormatSeconds(peak_at)});
     const bool at_exit = p.snapshot.kind == SnapshotSpec::kEnd || p.AtProgramEndByDefault();
     facts.AddRow({at_exit ? "at exit" : "in use",
-                  FormatBytes(t.leaked_bytes) + " in " + FormatCounted(t.leaked_blocks, "block") +
+                  FormatBytes(t.in_use_bytes) + " in " + FormatCounted(t.in_use_blocks, "block") +
                       " still allocated at " + p.SnapshotLabel()});
     if (p.AtProgramEndByDefault()) facts.AddRow({"exit", ProgramEndNote(p)});
     if (t.runtime_blocks) facts.AddRow({"runtime", RuntimeNote(p)});
@@ -189,11 +189,11 @@ int Summary(const SummaryOptions& o) {
       facts.AddRow({"heap", FormatBytes(t.heap_peak_bytes) + " at its own peak, " +
                                 FormatBytes(t.peak_bytes - t.mapping_at_peak_bytes) +
                                 " of the peak above, " +
-                                FormatBytes(t.leaked_bytes - t.mapping_leaked_bytes) + at +
+                                FormatBytes(t.in_use_bytes - t.mapping_in_use_bytes) + at +
                                 " (malloc family, Python's allocator)"});
       facts.AddRow({"mappings", FormatBytes(t.mapping_peak_bytes) + " at their own peak, " +
                                     FormatBytes(t.mapping_at_peak_bytes) + " of the peak above, " +
-                                    FormatBytes(t.mapping_leaked_bytes) + at +
+                                    FormatBytes(t.mapping_in_use_bytes) + at +
                                     " (the program's anonymous mmap)"});
       if (t.reserved_bytes) {
         facts.AddRow({"reserved", FormatBytes(t.reserved_bytes) + " of address space at " +
@@ -207,9 +207,9 @@ int Summary(const SummaryOptions& o) {
       std::string own = t.mimalloc_peak_bytes
                             ? "mimalloc mapped " + FormatBytes(t.mimalloc_peak_bytes) +
                                   " of address space at most, " +
-                                  FormatBytes(t.mimalloc_leaked_bytes) + " at exit"
+                                  FormatBytes(t.mimalloc_in_use_bytes) + " at exit"
                             : "pymalloc arenas " + FormatBytes(t.arena_peak_bytes) + " at most, " +
-                                  FormatBytes(t.arena_leaked_bytes) + " at exit";
+                                  FormatBytes(t.arena_in_use_bytes) + " at exit";
       facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) +
                                   " of the allocated bytes through Python's allocator; " + own});
     }
@@ -233,7 +233,7 @@ int Summary(const SummaryOptions& o) {
     facts.Print(std::cout);
     PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
     PrintSites(("Top sites by memory in use at " + p.SnapshotLabel() + ":").c_str(), by_leak, true,
-               t.leaked_bytes);
+               t.in_use_bytes);
     PrintCustomHeaps(p, &resolver);
   }
   PrintWarnings(p, resolver);

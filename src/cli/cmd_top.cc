@@ -35,12 +35,12 @@ std::vector<SiteRow> HeapRows(const Profile& p) {
   rows[0].stats.allocated_bytes = t.allocated_bytes;
   rows[0].stats.peak_bytes = t.peak_bytes;
   rows[0].stats.peak_blocks = t.peak_blocks;
-  rows[0].stats.leaked_bytes = t.leaked_bytes;
-  rows[0].stats.leaked_blocks = t.leaked_blocks;
+  rows[0].stats.in_use_bytes = t.in_use_bytes;
+  rows[0].stats.in_use_blocks = t.in_use_blocks;
   rows[0].stats.python_allocated_bytes = t.python_allocated_bytes;
   rows[0].stats.mapping_allocated_bytes = t.mapping_allocated_bytes;
   rows[0].stats.mapping_peak_bytes = t.mapping_at_peak_bytes;
-  rows[0].stats.mapping_leaked_bytes = t.mapping_leaked_bytes;
+  rows[0].stats.mapping_in_use_bytes = t.mapping_in_use_bytes;
   for (const HeapFigures& h : p.heaps) {
     auto it = std::find_if(rows.begin() + 1, rows.end(),
                            [&](const SiteRow& r) { return r.site.function == h.name; });
@@ -53,8 +53,8 @@ std::vector<SiteRow> HeapRows(const Profile& p) {
     it->stats.allocated_bytes += h.allocated_bytes;
     it->stats.peak_bytes += h.peak_bytes;
     it->stats.peak_blocks += h.peak_blocks;
-    it->stats.leaked_bytes += h.in_use_bytes;
-    it->stats.leaked_blocks += h.in_use_blocks;
+    it->stats.in_use_bytes += h.in_use_bytes;
+    it->stats.in_use_blocks += h.in_use_blocks;
   }
   return rows;
 }
@@ -121,7 +121,7 @@ int Top(const TopOptions& o) {
       std::vector<std::string> cells = {FormatBytes(r.stats.peak_bytes),
                                         FormatBytes(r.stats.allocated_bytes),
                                         FormatCount(r.stats.allocations),
-                                        FormatBytes(r.stats.leaked_bytes)};
+                                        FormatBytes(r.stats.in_use_bytes)};
       if (python) {
         cells.push_back(FormatPercent(r.stats.python_allocated_bytes, r.stats.allocated_bytes));
       }

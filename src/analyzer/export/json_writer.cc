@@ -189,7 +189,7 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
     json->Null();
   }
   json->Field("start_realtime_ns", p.process.start_realtime_ns);
-  json->Key("snapshot");  // the moment the in-use (leaked_*) figures describe
+  json->Key("snapshot");  // the moment the in-use (in_use_*) figures describe
   json->BeginObject();
   std::string spec = p.snapshot.text;  // empty without a specifier: "exit"
   if (spec.empty()) spec = p.AtProgramEndByDefault() ? "program-end" : "end";
@@ -243,13 +243,13 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   json->Field("peak_bytes", t.peak_bytes);
   json->Field("peak_blocks", t.peak_blocks);
   json->Field("peak_time_s", p.SecondsAt(t.peak_seq));
-  json->Field("in_use_at_exit_bytes", t.leaked_bytes);
-  json->Field("in_use_at_exit_blocks", t.leaked_blocks);
+  json->Field("in_use_at_exit_bytes", t.in_use_bytes);
+  json->Field("in_use_at_exit_blocks", t.in_use_blocks);
   json->Field("python_allocated_bytes", t.python_allocated_bytes);
   json->Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
-  json->Field("pymalloc_arena_at_exit_bytes", t.arena_leaked_bytes);
+  json->Field("pymalloc_arena_at_exit_bytes", t.arena_in_use_bytes);
   json->Field("mimalloc_mapped_peak_bytes", t.mimalloc_peak_bytes);
-  json->Field("mimalloc_mapped_at_exit_bytes", t.mimalloc_leaked_bytes);
+  json->Field("mimalloc_mapped_at_exit_bytes", t.mimalloc_in_use_bytes);
   json->Field("temporary", t.temporary);
   json->Field("unmatched_frees", t.unmatched_frees);
   json->Field("dropped_events", t.dropped_events);
@@ -263,8 +263,8 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
     json->Field("peak_bytes", mappings ? t.mapping_peak_bytes : t.heap_peak_bytes);
     json->Field("at_peak_bytes", mappings ? t.mapping_at_peak_bytes
                                           : t.peak_bytes - t.mapping_at_peak_bytes);
-    json->Field("in_use_bytes", mappings ? t.mapping_leaked_bytes
-                                         : t.leaked_bytes - t.mapping_leaked_bytes);
+    json->Field("in_use_bytes", mappings ? t.mapping_in_use_bytes
+                                         : t.in_use_bytes - t.mapping_in_use_bytes);
     json->Field("allocated_bytes", mappings ? t.mapping_allocated_bytes
                                             : t.allocated_bytes - t.mapping_allocated_bytes);
     if (mappings) json->Field("reserved_bytes", t.reserved_bytes);
@@ -311,14 +311,14 @@ void WriteStats(JsonWriter* json, const StackStats& s) {
   json->Field("allocated_bytes", s.allocated_bytes);
   json->Field("peak_bytes", s.peak_bytes);
   json->Field("peak_blocks", s.peak_blocks);
-  json->Field("leaked_bytes", s.leaked_bytes);
-  json->Field("leaked_blocks", s.leaked_blocks);
+  json->Field("leaked_bytes", s.in_use_bytes);
+  json->Field("leaked_blocks", s.in_use_blocks);
   json->Field("python_allocated_bytes", s.python_allocated_bytes);
   json->Field("python_peak_bytes", s.python_peak_bytes);
-  json->Field("python_leaked_bytes", s.python_leaked_bytes);
+  json->Field("python_leaked_bytes", s.python_in_use_bytes);
   json->Field("mapping_allocated_bytes", s.mapping_allocated_bytes);
   json->Field("mapping_peak_bytes", s.mapping_peak_bytes);
-  json->Field("mapping_leaked_bytes", s.mapping_leaked_bytes);
+  json->Field("mapping_leaked_bytes", s.mapping_in_use_bytes);
 }
 
 void WriteStack(JsonWriter* json, std::string_view key,

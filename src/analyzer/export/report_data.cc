@@ -281,7 +281,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
     for (const auto& [site, bytes] : live) max_live[site] = std::max(max_live[site], bytes);
   }
   for (size_t s = 0; s < sites.size(); ++s) {
-    max_live[s] = std::max(max_live[s], sites[s].stats.leaked_bytes);
+    max_live[s] = std::max(max_live[s], sites[s].stats.in_use_bytes);
   }
   // Which sites are written: the top rows by each key, and those most live at a checkpoint.
   std::vector<bool> listed(sites.size(), false);
@@ -297,7 +297,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   };
   auto stats = [&](size_t s) -> const StackStats& { return sites[s].stats; };
   mark_top([&](size_t s) { return stats(s).peak_bytes; }, limits.top_rows);
-  mark_top([&](size_t s) { return stats(s).leaked_bytes; }, limits.top_rows);
+  mark_top([&](size_t s) { return stats(s).in_use_bytes; }, limits.top_rows);
   mark_top([&](size_t s) { return stats(s).allocated_bytes; }, limits.top_rows);
   mark_top([&](size_t s) { return stats(s).allocations; }, limits.top_rows);
   mark_top([&](size_t s) { return stats(s).temporary_bytes; }, limits.top_rows);
@@ -335,11 +335,11 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   for (size_t s = 0; s < sites.size(); ++s) {
     if (site_number[s] < 0) continue;
     const StackStats& st = sites[s].stats;
-    if (st.allocations == 0 && st.leaked_blocks == 0) continue;
+    if (st.allocations == 0 && st.in_use_blocks == 0) continue;
     json.BeginArray();
     json.Int(site_number[s]);
     for (uint64_t v : {st.allocations, st.allocated_bytes, st.peak_bytes, st.peak_blocks,
-                       st.leaked_bytes, st.leaked_blocks, st.python_allocated_bytes, st.temporary,
+                       st.in_use_bytes, st.in_use_blocks, st.python_allocated_bytes, st.temporary,
                        st.temporary_bytes}) {
       json.Uint(v);
     }
@@ -379,13 +379,13 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   }
   {  // memory in use, as at the other checkpoints: the runtime's blocks included
     std::vector<uint64_t> bytes(sites.size());
-    for (size_t s = 0; s < sites.size(); ++s) bytes[s] = sites[s].stats.leaked_bytes;
+    for (size_t s = 0; s < sites.size(); ++s) bytes[s] = sites[s].stats.in_use_bytes;
     for (const auto& [stack, live] : p.runtime_stacks) bytes[index.Of(stack)] += live.first;
     std::vector<std::pair<size_t, uint64_t>> live;
     for (size_t s = 0; s < sites.size(); ++s) {
       if (bytes[s]) live.push_back({s, bytes[s]});
     }
-    write_checkpoint(p.snapshot_seconds, p.totals.leaked_bytes + p.totals.runtime_bytes, live);
+    write_checkpoint(p.snapshot_seconds, p.totals.in_use_bytes + p.totals.runtime_bytes, live);
   }
   json.EndArray();
 

@@ -1072,30 +1072,30 @@ void Replayer::Finish() {
       s.stats.python_peak_bytes = s.python_live_bytes;
       s.stats.mapping_peak_bytes = s.mapping_live_bytes;
     }
-    s.stats.leaked_bytes = s.live_bytes;
-    s.stats.leaked_blocks = s.live_blocks;
-    s.stats.python_leaked_bytes = s.python_live_bytes;
-    s.stats.mapping_leaked_bytes = s.mapping_live_bytes;
+    s.stats.in_use_bytes = s.live_bytes;
+    s.stats.in_use_blocks = s.live_blocks;
+    s.stats.python_in_use_bytes = s.python_live_bytes;
+    s.stats.mapping_in_use_bytes = s.mapping_live_bytes;
     p_->totals.mapping_at_peak_bytes += s.stats.mapping_peak_bytes;
-    for (uint64_t* count : {&s.stats.allocations, &s.stats.peak_blocks, &s.stats.leaked_blocks,
+    for (uint64_t* count : {&s.stats.allocations, &s.stats.peak_blocks, &s.stats.in_use_blocks,
                             &s.stats.temporary}) {
       *count = WholeBlocks(*count);
     }
     p_->stacks[stack] = s.stats;
   });
-  p_->totals.arena_leaked_bytes = arena_bytes_;
-  p_->totals.mimalloc_leaked_bytes = mimalloc_bytes_;
-  p_->totals.leaked_bytes = live_bytes_;
-  p_->totals.leaked_blocks = live_blocks_;
+  p_->totals.arena_in_use_bytes = arena_bytes_;
+  p_->totals.mimalloc_in_use_bytes = mimalloc_bytes_;
+  p_->totals.in_use_bytes = live_bytes_;
+  p_->totals.in_use_blocks = live_blocks_;
   Totals& t = p_->totals;
-  for (uint64_t* count : {&t.allocations, &t.frees, &t.peak_blocks, &t.leaked_blocks, &t.temporary}) {
+  for (uint64_t* count : {&t.allocations, &t.frees, &t.peak_blocks, &t.in_use_blocks, &t.temporary}) {
     *count = WholeBlocks(*count);
   }
   for (SizeBucket& b : p_->size_histogram) b.count = WholeBlocks(b.count);
   for (auto& [stack, h] : p_->stack_size_histograms) {
     for (SizeBucket& b : h) b.count = WholeBlocks(b.count);
   }
-  p_->totals.mapping_leaked_bytes = mapping_live_bytes_;
+  p_->totals.mapping_in_use_bytes = mapping_live_bytes_;
   p_->totals.reserved_bytes = reserved_bytes_;
 }
 

@@ -28,18 +28,18 @@ struct StackStats {
   uint64_t allocated_bytes = 0;
   uint64_t peak_bytes = 0;  // live bytes of this stack at the moment of the global peak
   uint64_t peak_blocks = 0;
-  uint64_t leaked_bytes = 0;  // live bytes at the end of the capture
-  uint64_t leaked_blocks = 0;
+  uint64_t in_use_bytes = 0;  // live bytes at the end of the capture
+  uint64_t in_use_blocks = 0;
   // The parts of the byte counts above that came from Python's allocator (the MEM and OBJ
   // domains and RAW); the rest is native memory (malloc, mmap...).
   uint64_t python_allocated_bytes = 0;
   uint64_t python_peak_bytes = 0;
-  uint64_t python_leaked_bytes = 0;
+  uint64_t python_in_use_bytes = 0;
   // The parts that were anonymous mappings the program made itself (mmap, or a reservation's
   // range that mprotect committed); the rest, heap, is the malloc family and Python's.
   uint64_t mapping_allocated_bytes = 0;
   uint64_t mapping_peak_bytes = 0;
-  uint64_t mapping_leaked_bytes = 0;
+  uint64_t mapping_in_use_bytes = 0;
   // Temporary allocations: freed by the thread that made them before it allocated anything
   // else (a buffer made, used and dropped at once, the pattern worth hoisting or reusing).
   uint64_t temporary = 0;
@@ -52,14 +52,14 @@ struct StackStats {
     allocated_bytes += o.allocated_bytes;
     peak_bytes += o.peak_bytes;
     peak_blocks += o.peak_blocks;
-    leaked_bytes += o.leaked_bytes;
-    leaked_blocks += o.leaked_blocks;
+    in_use_bytes += o.in_use_bytes;
+    in_use_blocks += o.in_use_blocks;
     python_allocated_bytes += o.python_allocated_bytes;
     python_peak_bytes += o.python_peak_bytes;
-    python_leaked_bytes += o.python_leaked_bytes;
+    python_in_use_bytes += o.python_in_use_bytes;
     mapping_allocated_bytes += o.mapping_allocated_bytes;
     mapping_peak_bytes += o.mapping_peak_bytes;
-    mapping_leaked_bytes += o.mapping_leaked_bytes;
+    mapping_in_use_bytes += o.mapping_in_use_bytes;
   }
 };
 
@@ -70,20 +70,20 @@ struct Totals {
   uint64_t peak_bytes = 0;
   uint64_t peak_blocks = 0;
   uint64_t peak_seq = 0;
-  uint64_t leaked_bytes = 0;
-  uint64_t leaked_blocks = 0;
+  uint64_t in_use_bytes = 0;
+  uint64_t in_use_blocks = 0;
   // In use at the snapshot but kept by the C/C++ runtime for the life of the process, once
-  // SetRuntimeApart (runtime_allocations.h) has taken them out of leaked_*.
+  // SetRuntimeApart (runtime_allocations.h) has taken them out of in_use_*.
   uint64_t runtime_bytes = 0;
   uint64_t runtime_blocks = 0;
   uint64_t python_allocated_bytes = 0;  // part of allocated_bytes from Python's allocator
   // The heap (malloc family, Python's allocator) and the mappings apart (StackStats): each
   // one's own peak (the highest it reached, at whatever moment), its part of peak_bytes (the two
-  // add up to it), and its part of leaked_bytes and allocated_bytes.
+  // add up to it), and its part of in_use_bytes and allocated_bytes.
   uint64_t heap_peak_bytes = 0;
   uint64_t mapping_peak_bytes = 0;
   uint64_t mapping_at_peak_bytes = 0;
-  uint64_t mapping_leaked_bytes = 0;
+  uint64_t mapping_in_use_bytes = 0;
   uint64_t mapping_allocated_bytes = 0;
   // Address space the program's anonymous mappings reserved (PROT_NONE) at the snapshot: in no
   // figure above.
@@ -91,18 +91,18 @@ struct Totals {
   // pymalloc's arenas: memory Python's small-object allocator holds from the system, apart
   // from the objects in them (which the totals above count).
   uint64_t arena_peak_bytes = 0;
-  uint64_t arena_leaked_bytes = 0;
+  uint64_t arena_in_use_bytes = 0;
   // What replaces them in a free-threaded build: the address space mimalloc mapped from inside
   // Python's allocator (its arenas, reserved a GiB at a time and committed as used).
   uint64_t mimalloc_peak_bytes = 0;
-  uint64_t mimalloc_leaked_bytes = 0;
+  uint64_t mimalloc_in_use_bytes = 0;
   uint64_t temporary = 0;          // see StackStats::temporary
   uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
   uint64_t dropped_events = 0;
   uint64_t events = 0;
 };
 
-// Which moment of a capture a profile describes: the "in use" figures (leaked_*) are what was
+// Which moment of a capture a profile describes: the "in use" figures (in_use_*) are what was
 // live then. Written after the capture's path: FILE@end (the end of the process), FILE@peak,
 // FILE@t=2.5s, FILE@marker:NAME[#K] (just before the K-th marker NAME, from 1),
 // FILE@snapshot:NAME[#K] (just before the K-th snapshot the program asked for under NAME),

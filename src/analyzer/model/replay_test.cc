@@ -89,15 +89,15 @@ TEST(Replay, PeakLeaksAndPerStackShares) {
   EXPECT_EQ(p.totals.peak_bytes, 600u);
   EXPECT_EQ(p.totals.peak_blocks, 3u);
   EXPECT_EQ(p.totals.peak_seq, 2u);
-  EXPECT_EQ(p.totals.leaked_bytes, 250u);
-  EXPECT_EQ(p.totals.leaked_blocks, 2u);
+  EXPECT_EQ(p.totals.in_use_bytes, 250u);
+  EXPECT_EQ(p.totals.in_use_blocks, 2u);
   EXPECT_EQ(p.totals.unmatched_frees, 1u);
   EXPECT_EQ(p.stacks[1].peak_bytes, 400u);
-  EXPECT_EQ(p.stacks[1].leaked_bytes, 0u);
+  EXPECT_EQ(p.stacks[1].in_use_bytes, 0u);
   EXPECT_EQ(p.stacks[2].peak_bytes, 200u);
-  EXPECT_EQ(p.stacks[2].leaked_bytes, 200u);
+  EXPECT_EQ(p.stacks[2].in_use_bytes, 200u);
   EXPECT_EQ(p.stacks[3].peak_bytes, 0u);
-  EXPECT_EQ(p.stacks[3].leaked_bytes, 50u);
+  EXPECT_EQ(p.stacks[3].in_use_bytes, 50u);
   EXPECT_TRUE(p.warnings.empty());
 }
 
@@ -110,9 +110,9 @@ TEST(Replay, ReallocMovesTheBlockToTheNewSite) {
   b.Add(EventKind::kReallocFailed, 0xe0);  // the block at 0xe0 survives a failed realloc
   Profile p = Load(b.File(true));
   EXPECT_EQ(p.totals.allocations, 2u);
-  EXPECT_EQ(p.totals.leaked_bytes, 1000u);
-  EXPECT_EQ(p.stacks[2].leaked_blocks, 1u);
-  EXPECT_EQ(p.stacks[1].leaked_bytes, 0u);
+  EXPECT_EQ(p.totals.in_use_bytes, 1000u);
+  EXPECT_EQ(p.stacks[2].in_use_blocks, 1u);
+  EXPECT_EQ(p.stacks[1].in_use_bytes, 0u);
   EXPECT_EQ(p.totals.peak_bytes, 1000u);
 }
 
@@ -125,10 +125,10 @@ TEST(Replay, PartialMunmapKeepsTheRest) {
   b.Add(EventKind::kMremapNew, 0x20000, 0x8000, 3);  // grown and moved
   Profile p = Load(b.File(true));
   EXPECT_EQ(p.totals.peak_bytes, 0x9000u);  // after the mremap grew it: 0x1000 + 0x8000
-  EXPECT_EQ(p.totals.leaked_bytes, 0x1000u + 0x8000u);
-  EXPECT_EQ(p.totals.mapping_leaked_bytes, 0x9000u);
-  EXPECT_EQ(p.stacks[4].leaked_bytes, 0x1000u);
-  EXPECT_EQ(p.stacks[3].leaked_bytes, 0x8000u);
+  EXPECT_EQ(p.totals.in_use_bytes, 0x1000u + 0x8000u);
+  EXPECT_EQ(p.totals.mapping_in_use_bytes, 0x9000u);
+  EXPECT_EQ(p.stacks[4].in_use_bytes, 0x1000u);
+  EXPECT_EQ(p.stacks[3].in_use_bytes, 0x8000u);
   EXPECT_EQ(p.stacks[4].allocations, 1u);  // splitting is not allocating
 }
 
@@ -143,9 +143,9 @@ TEST(Replay, MimallocMappingsAreTheirOwnFigure) {
   b.Add(EventKind::kMimallocUnmap, 0x70000000, 0x1000);           // not mimalloc's
   Profile p = Load(b.File(true));
   EXPECT_EQ(p.totals.mimalloc_peak_bytes, 0x40200000u);
-  EXPECT_EQ(p.totals.mimalloc_leaked_bytes, 0x40100000u);
+  EXPECT_EQ(p.totals.mimalloc_in_use_bytes, 0x40100000u);
   EXPECT_EQ(p.totals.peak_bytes, 64u);
-  EXPECT_EQ(p.totals.leaked_bytes, 64u);
+  EXPECT_EQ(p.totals.in_use_bytes, 64u);
   EXPECT_EQ(p.totals.arena_peak_bytes, 0u);
 }
 
@@ -165,18 +165,18 @@ TEST(Replay, ReservedRangesCountOnlyOnceCommitted) {
   Profile p = Load(b.File(true));
   EXPECT_EQ(p.totals.peak_bytes, 100u + 0x8000 + 0x2000 + 0x4000);
   EXPECT_EQ(p.totals.peak_seq, 6u);
-  EXPECT_EQ(p.totals.leaked_bytes, 100u + 0x2000 + 0x2000);
+  EXPECT_EQ(p.totals.in_use_bytes, 100u + 0x2000 + 0x2000);
   EXPECT_EQ(p.totals.heap_peak_bytes, 100u);
   EXPECT_EQ(p.totals.mapping_peak_bytes, 0xe000u);
   EXPECT_EQ(p.totals.mapping_at_peak_bytes, 0xe000u);
-  EXPECT_EQ(p.totals.mapping_leaked_bytes, 0x4000u);
+  EXPECT_EQ(p.totals.mapping_in_use_bytes, 0x4000u);
   EXPECT_EQ(p.totals.mapping_allocated_bytes, 0x8000u + 0x4000 + 0x4000);
   EXPECT_EQ(p.totals.reserved_bytes, 0x6000u);
   EXPECT_EQ(p.totals.allocations, 4u);  // the malloc, two commits, the MAP_FIXED mapping
   EXPECT_EQ(p.stacks[2].allocated_bytes, 0x4000u);  // the MAP_FIXED mapping, not the reservation
   EXPECT_EQ(p.stacks[3].peak_bytes, 0x8000u);
-  EXPECT_EQ(p.stacks[3].leaked_bytes, 0x2000u);
-  EXPECT_EQ(p.stacks[3].mapping_leaked_bytes, 0x2000u);
+  EXPECT_EQ(p.stacks[3].in_use_bytes, 0x2000u);
+  EXPECT_EQ(p.stacks[3].mapping_in_use_bytes, 0x2000u);
   EXPECT_EQ(p.stacks[4].allocated_bytes, 0x4000u);
   EXPECT_EQ(p.stacks[4].peak_bytes, 0x2000u);
   EXPECT_EQ(p.stacks[1].mapping_peak_bytes, 0u);
@@ -193,7 +193,7 @@ TEST(Replay, OutOfOrderThreadsAreReorderedBySeq) {
   enc.AddEvent({0, EventKind::kMalloc, 0xa0, 64, 1, 1});
   enc.EndEvents();
   Profile p = Load(b.File(false));
-  EXPECT_EQ(p.totals.leaked_bytes, 0u);
+  EXPECT_EQ(p.totals.in_use_bytes, 0u);
   EXPECT_EQ(p.totals.unmatched_frees, 0u);
   ASSERT_FALSE(p.warnings.empty());  // no END record: the profile says it is incomplete
   EXPECT_NE(p.warnings[0].find("did not finish"), std::string::npos);
@@ -245,8 +245,8 @@ TEST(Replay, LargeHeapsReplayExactlyThroughTheGroupedPath) {
   // The peak comes right after thread 2's last allocation: each pair before it added 68 bytes.
   EXPECT_EQ(p.totals.peak_bytes, kBlocks * 32 + 68 * (kOthers - 1) + 100);
   EXPECT_EQ(p.totals.peak_blocks, kBlocks + 1);
-  EXPECT_EQ(p.totals.leaked_bytes, kKept * 100);
-  EXPECT_EQ(p.totals.leaked_blocks, kKept);
+  EXPECT_EQ(p.totals.in_use_bytes, kKept * 100);
+  EXPECT_EQ(p.totals.in_use_blocks, kKept);
 }
 
 TEST(Replay, TruncatedCaptureKeepsWhatWasRead) {
@@ -377,13 +377,13 @@ TEST(Replay, SampledBlocksAreScaledBackByTheirChance) {
   EXPECT_EQ(p.totals.allocations, 106u);
   EXPECT_EQ(p.totals.frees, 2u);  // the free (1.58 blocks), rounded
   EXPECT_EQ(p.totals.peak_bytes, 3 * big_bytes + small_bytes + 8192 - big_bytes);
-  EXPECT_EQ(p.totals.leaked_bytes, 2 * big_bytes + small_bytes + 8192);
+  EXPECT_EQ(p.totals.in_use_bytes, 2 * big_bytes + small_bytes + 8192);
   EXPECT_EQ(p.stacks.at(1).allocated_bytes, 3 * big_bytes);
-  EXPECT_EQ(p.stacks.at(1).leaked_bytes, 2 * big_bytes);
-  EXPECT_EQ(p.stacks.at(1).leaked_blocks, 3u);  // 2 x 1.582
-  EXPECT_EQ(p.stacks.at(2).leaked_blocks, 101u);  // 100.5 (100.50083) rounds up
-  EXPECT_EQ(p.stacks.at(3).leaked_bytes, 8192u);
-  EXPECT_EQ(p.stacks.at(3).leaked_blocks, 1u);
+  EXPECT_EQ(p.stacks.at(1).in_use_bytes, 2 * big_bytes);
+  EXPECT_EQ(p.stacks.at(1).in_use_blocks, 3u);  // 2 x 1.582
+  EXPECT_EQ(p.stacks.at(2).in_use_blocks, 101u);  // 100.5 (100.50083) rounds up
+  EXPECT_EQ(p.stacks.at(3).in_use_bytes, 8192u);
+  EXPECT_EQ(p.stacks.at(3).in_use_blocks, 1u);
   EXPECT_EQ(p.size_histogram[SizeBucketOf(10)].count, 101u);
   EXPECT_EQ(p.size_histogram[SizeBucketOf(10)].bytes, small_bytes);
 }
@@ -397,7 +397,7 @@ TEST(Replay, FullCapturesStayExact) {
   EXPECT_EQ(p.totals.allocated_bytes, 5000u);
   EXPECT_EQ(p.totals.allocations, 5u);
   EXPECT_EQ(p.totals.frees, 1u);
-  EXPECT_EQ(p.totals.leaked_blocks, 4u);
+  EXPECT_EQ(p.totals.in_use_blocks, 4u);
 }
 
 // A damaged capture (found by tests/fuzz) may name any stack and any thread index: they index
@@ -411,9 +411,9 @@ TEST(Replay, DamagedStackIdsAndThreadIndexesDoNotSizeTables) {
   Profile p = Load(b.File(true));
   EXPECT_EQ(p.totals.allocations, 2u);
   EXPECT_EQ(p.totals.allocated_bytes, 300u);
-  EXPECT_EQ(p.totals.leaked_bytes, 100u);
-  EXPECT_EQ(p.stacks[0].leaked_bytes, 100u);
-  EXPECT_EQ(p.stacks[1].leaked_bytes, 0u);
+  EXPECT_EQ(p.totals.in_use_bytes, 100u);
+  EXPECT_EQ(p.stacks[0].in_use_bytes, 100u);
+  EXPECT_EQ(p.stacks[1].in_use_bytes, 0u);
   EXPECT_EQ(p.thread_count, 1u);
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_NE(p.warnings[0].find("1 events name a stack it does not hold"), std::string::npos)
@@ -485,21 +485,21 @@ TEST(Replay, ExitIsTheProgramsEndWhenTheCaptureHasOne) {
     ASSERT_TRUE(LoadProfile(path, spec, &at_exit, &error)) << error;
     EXPECT_TRUE(at_exit.AtProgramEndByDefault()) << indexed;
     EXPECT_EQ(at_exit.program_end_seq, 1u);
-    EXPECT_EQ(at_exit.totals.leaked_bytes, 100u);
-    EXPECT_EQ(at_exit.stacks[1].leaked_bytes, 100u);
+    EXPECT_EQ(at_exit.totals.in_use_bytes, 100u);
+    EXPECT_EQ(at_exit.stacks[1].in_use_bytes, 100u);
     EXPECT_EQ(at_exit.stacks.count(2), 0u);
     EXPECT_EQ(at_exit.SnapshotLabel(), "exit");
     Profile process_end;
     std::string file;
     ASSERT_TRUE(ParseCaptureArgument(path + "@end", &file, &spec, &error));
     ASSERT_TRUE(LoadProfile(file, spec, &process_end, &error)) << error;
-    EXPECT_EQ(process_end.totals.leaked_bytes, 30u);
+    EXPECT_EQ(process_end.totals.in_use_bytes, 30u);
     EXPECT_EQ(process_end.SnapshotLabel(), "the end of the process");
     Profile program_end;
     ASSERT_TRUE(ParseCaptureArgument(path + "@program-end", &file, &spec, &error));
     EXPECT_EQ(spec.kind, SnapshotSpec::kProgramEnd);
     ASSERT_TRUE(LoadProfile(file, spec, &program_end, &error)) << error;
-    EXPECT_EQ(program_end.totals.leaked_bytes, 100u);
+    EXPECT_EQ(program_end.totals.in_use_bytes, 100u);
     EXPECT_FALSE(program_end.AtProgramEndByDefault());
   }
   std::remove(path.c_str());

@@ -151,21 +151,21 @@ void SetRuntimeApart(StackResolver* resolver, Profile* p) {
   std::vector<RuntimeShare> shares(kRuntimeRules.size());
   Totals& t = p->totals;
   for (auto& [stack_id, stats] : p->stacks) {
-    if (stats.leaked_blocks == 0) continue;
+    if (stats.in_use_blocks == 0) continue;
     const RuntimeRule* rule = classifier.RuleOf(stack_id);
     if (!rule) continue;
     RuntimeShare& share = shares[rule - kRuntimeRules.data()];
     share.stacks += 1;
-    share.bytes += stats.leaked_bytes;
-    share.blocks += stats.leaked_blocks;
-    p->runtime_stacks[stack_id] = {stats.leaked_bytes, stats.leaked_blocks};
-    t.runtime_bytes += stats.leaked_bytes;
-    t.runtime_blocks += stats.leaked_blocks;
-    t.leaked_bytes -= std::min(t.leaked_bytes, stats.leaked_bytes);
-    t.leaked_blocks -= std::min(t.leaked_blocks, stats.leaked_blocks);
-    t.mapping_leaked_bytes -= std::min(t.mapping_leaked_bytes, stats.mapping_leaked_bytes);
-    stats.leaked_bytes = stats.leaked_blocks = stats.python_leaked_bytes = 0;
-    stats.mapping_leaked_bytes = 0;
+    share.bytes += stats.in_use_bytes;
+    share.blocks += stats.in_use_blocks;
+    p->runtime_stacks[stack_id] = {stats.in_use_bytes, stats.in_use_blocks};
+    t.runtime_bytes += stats.in_use_bytes;
+    t.runtime_blocks += stats.in_use_blocks;
+    t.in_use_bytes -= std::min(t.in_use_bytes, stats.in_use_bytes);
+    t.in_use_blocks -= std::min(t.in_use_blocks, stats.in_use_blocks);
+    t.mapping_in_use_bytes -= std::min(t.mapping_in_use_bytes, stats.mapping_in_use_bytes);
+    stats.in_use_bytes = stats.in_use_blocks = stats.python_in_use_bytes = 0;
+    stats.mapping_in_use_bytes = 0;
   }
   for (size_t r = 0; r < shares.size(); ++r) {
     if (shares[r].blocks == 0) continue;

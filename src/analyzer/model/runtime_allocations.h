@@ -57,7 +57,7 @@ class RuntimeClassifier {
 };
 
 // Takes the runtime's blocks in use at the snapshot out of every in-use figure of the profile
-// (each stack's leaked_*, the totals' leaked_*) and records them in profile->runtime,
+// (each stack's in_use_*, the totals' in_use_*) and records them in profile->runtime,
 // profile->runtime_stacks and the totals' runtime_*. Peaks, allocations and checkpoints keep
 // them: they were memory in use. Called once, after the filters (FilterProfile).
 void SetRuntimeApart(StackResolver* resolver, Profile* profile);

@@ -465,7 +465,7 @@ uint64_t SortValue(const StackStats& s, SortBy by) {
     case SortBy::kPeak: return s.peak_bytes;
     case SortBy::kAllocated: return s.allocated_bytes;
     case SortBy::kCount: return s.allocations;
-    case SortBy::kLeaked: return s.leaked_bytes;
+    case SortBy::kLeaked: return s.in_use_bytes;
   }
   return 0;
 }

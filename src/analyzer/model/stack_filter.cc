@@ -95,11 +95,11 @@ void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* 
   t.temporary = sum.temporary;
   t.peak_bytes = sum.peak_bytes;
   t.peak_blocks = sum.peak_blocks;
-  t.leaked_bytes = sum.leaked_bytes;
-  t.leaked_blocks = sum.leaked_blocks;
+  t.in_use_bytes = sum.in_use_bytes;
+  t.in_use_blocks = sum.in_use_blocks;
   t.mapping_allocated_bytes = sum.mapping_allocated_bytes;
   t.mapping_at_peak_bytes = sum.mapping_peak_bytes;
-  t.mapping_leaked_bytes = sum.mapping_leaked_bytes;
+  t.mapping_in_use_bytes = sum.mapping_in_use_bytes;
   // Each one's own peak is not per stack: its part of the kept stacks' peak, as peak_bytes is.
   t.mapping_peak_bytes = sum.mapping_peak_bytes;
   t.heap_peak_bytes = sum.peak_bytes - sum.mapping_peak_bytes;
