@@ -155,10 +155,8 @@ int Diff(const DiffOptions& o) {
 
 }  // namespace
 
-Command AddDiffCommand(CLI::App* app) {
+CommandRunner AddDiffCommand(CLI::App* cmd) {
   auto o = std::make_shared<DiffOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "diff", "What changed in memory in use between two snapshots (of one or two captures)");
   cmd->add_option("before", o->before,
                   "FILE[@SNAPSHOT]: exit (default: @program-end for a Python program, else\n"
                   "@end), @end, @program-end, @peak, @t=2.5s")
@@ -168,7 +166,7 @@ Command AddDiffCommand(CLI::App* app) {
   cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON (shape: docs/json-output.md)");
   AddFilterOptions(cmd, &o->filters);
-  return {cmd, [o] { return Diff(*o); }};
+  return [o] { return Diff(*o); };
 }
 
 }  // namespace memlens::cli

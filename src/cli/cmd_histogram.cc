@@ -153,14 +153,12 @@ int Histogram(const HistogramOptions& o) {
 
 }  // namespace
 
-Command AddHistogramCommand(CLI::App* app) {
+CommandRunner AddHistogramCommand(CLI::App* cmd) {
   auto o = std::make_shared<HistogramOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "histogram", "Allocation sizes in power-of-two buckets, overall and for the top sites");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--sites", o->sites, "sites (source lines, by allocated bytes) to show")
       ->capture_default_str();
-  return {cmd, [o] { return Histogram(*o); }};
+  return [o] { return Histogram(*o); };
 }
 
 }  // namespace memlens::cli

@@ -55,16 +55,14 @@ int Index(const AnalysisOptions& o) {
 
 }  // namespace
 
-Command AddIndexCommand(CLI::App* app) {
+CommandRunner AddIndexCommand(CLI::App* cmd) {
   auto o = std::make_shared<AnalysisOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "index", "Build the snapshot index of a capture now (snapshots build it when first needed)");
   AddAnalysisOptions(cmd, o.get());
   cmd->footer(
       "The index holds the replay's state every so many events, in CAPTURE.index (or in\n"
       "~/.cache/memlens when the capture's folder is read-only), so that FILE@t=SECONDS and\n"
       "FILE@peak replay only from the nearest checkpoint. It is rebuilt when the capture changes.");
-  return {cmd, [o] { return Index(*o); }};
+  return [o] { return Index(*o); };
 }
 
 }  // namespace memlens::cli

@@ -327,10 +327,8 @@ int Growth(const LeaksOptions& o) {
 
 }  // namespace
 
-Command AddLeaksCommand(CLI::App* app) {
+CommandRunner AddLeaksCommand(CLI::App* cmd) {
   auto o = std::make_shared<LeaksOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "leaks", "Blocks still allocated at exit, by call stack; --growth: memory that keeps growing");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--limit", o->limit, "call stacks to show")->capture_default_str();
   cmd->add_option("--min-bytes", o->min_bytes, "hide stacks holding fewer bytes")->capture_default_str();
@@ -345,7 +343,7 @@ Command AddLeaksCommand(CLI::App* app) {
   cmd->add_option("--marker", o->marker,
                   "--growth: checkpoints just before this marker's occurrences (default: the\n"
                   "marker repeated most, at least 3 times, if any; else evenly spaced times)");
-  return {cmd, [o] { return Leaks(*o); }};
+  return [o] { return Leaks(*o); };
 }
 
 }  // namespace memlens::cli

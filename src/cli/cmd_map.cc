@@ -112,12 +112,10 @@ int Map(const AnalysisOptions& o) {
 
 }  // namespace
 
-Command AddMapCommand(CLI::App* app) {
+CommandRunner AddMapCommand(CLI::App* cmd) {
   auto o = std::make_shared<AnalysisOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "map", "The address space of what is in use: regions, gaps, fragmentation");
   AddAnalysisOptions(cmd, o.get());
-  return {cmd, [o] { return Map(*o); }};
+  return [o] { return Map(*o); };
 }
 
 }  // namespace memlens::cli

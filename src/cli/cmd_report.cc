@@ -74,9 +74,8 @@ int Report(const ReportOptions& o) {
 
 }  // namespace
 
-Command AddReportCommand(CLI::App* app) {
+CommandRunner AddReportCommand(CLI::App* cmd) {
   auto o = std::make_shared<ReportOptions>();
-  CLI::App* cmd = app->add_subcommand("report", "One self-contained interactive HTML page");
   cmd->add_option("capture", o->capture,
                   "capture file written by `memlens run`, optionally with the moment the\n"
                   "in-use figures describe (default: exit, which for a Python program is\n"
@@ -92,7 +91,7 @@ Command AddReportCommand(CLI::App* app) {
   cmd->add_option("--max-nodes", o->max_nodes,
                   "nodes per flame graph; smaller ones fold into (other)")->capture_default_str();
   AddInterpreterFramesOption(cmd, &o->interpreter_frames);
-  return {cmd, [o] { return Report(*o); }};
+  return [o] { return Report(*o); };
 }
 
 }  // namespace memlens::cli

@@ -508,10 +508,8 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
 
 }  // namespace
 
-Command AddRunCommand(CLI::App* app, const std::vector<std::string>* program) {
+CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* program) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "run", "Run a program and record its allocations into a capture file");
   cmd->add_option("-o,--output", options->output,
                   "capture file (default: memlens-PROGRAM-PID.mlens in the current directory)");
   cmd->add_option("--python-frames", options->python_frames,
@@ -541,7 +539,7 @@ Command AddRunCommand(CLI::App* app, const std::vector<std::string>* program) {
       "be loaded without this command: LD_PRELOAD=.../libmemlens.so MEMLENS_OUTPUT=FILE PROGRAM\n"
       "(see docs/agent.md). A forked child is not recorded; an exec is followed into the same\n"
       "capture, whose analysis describes the last program image.");
-  return {cmd, [options, program] { return Run(*options, *program); }};
+  return [options, program] { return Run(*options, *program); };
 }
 
 }  // namespace memlens::cli

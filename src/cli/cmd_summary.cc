@@ -242,12 +242,11 @@ int Summary(const SummaryOptions& o) {
 
 }  // namespace
 
-Command AddSummaryCommand(CLI::App* app) {
+CommandRunner AddSummaryCommand(CLI::App* cmd) {
   auto o = std::make_shared<SummaryOptions>();
-  CLI::App* cmd = app->add_subcommand("summary", "Totals, peak, memory in use at exit, top sites");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--limit", o->limit, "sites listed per table")->capture_default_str();
-  return {cmd, [o] { return Summary(*o); }};
+  return [o] { return Summary(*o); };
 }
 
 }  // namespace memlens::cli

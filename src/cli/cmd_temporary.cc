@@ -97,13 +97,11 @@ int Temporary(const TemporaryOptions& o) {
 
 }  // namespace
 
-Command AddTemporaryCommand(CLI::App* app) {
+CommandRunner AddTemporaryCommand(CLI::App* cmd) {
   auto o = std::make_shared<TemporaryOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "temporary", "Sites of temporary allocations (freed at once, before the next allocation)");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--limit", o->limit, "sites to show")->capture_default_str();
-  return {cmd, [o] { return Temporary(*o); }};
+  return [o] { return Temporary(*o); };
 }
 
 }  // namespace memlens::cli

@@ -151,14 +151,12 @@ int Timeline(const TimelineOptions& o) {
 
 }  // namespace
 
-Command AddTimelineCommand(CLI::App* app) {
+CommandRunner AddTimelineCommand(CLI::App* cmd) {
   auto o = std::make_shared<TimelineOptions>();
-  CLI::App* cmd = app->add_subcommand(
-      "timeline", "Heap in use and resident memory over time, with the program's markers");
   AddAnalysisOptions(cmd, &o->common);
   cmd->add_option("--width", o->width, "columns of the chart")->capture_default_str();
   cmd->add_option("--height", o->height, "rows of the chart")->capture_default_str();
-  return {cmd, [o] { return Timeline(*o); }};
+  return [o] { return Timeline(*o); };
 }
 
 }  // namespace memlens::cli

@@ -168,9 +168,8 @@ int Top(const TopOptions& o) {
 
 }  // namespace
 
-Command AddTopCommand(CLI::App* app) {
+CommandRunner AddTopCommand(CLI::App* cmd) {
   auto o = std::make_shared<TopOptions>();
-  CLI::App* cmd = app->add_subcommand("top", "The top allocation sites, grouped and sorted");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--by", o->by,
                   "group by function, line, module, stack, heap (each heap's own figures) or\n"
@@ -178,7 +177,7 @@ Command AddTopCommand(CLI::App* app) {
       ->capture_default_str();
   cmd->add_option("--sort", o->sort, "sort by peak, allocated, count or leaked")->capture_default_str();
   cmd->add_option("--limit", o->limit, "rows to show")->capture_default_str();
-  return {cmd, [o] { return Top(*o); }};
+  return [o] { return Top(*o); };
 }
 
 }  // namespace memlens::cli

@@ -93,15 +93,14 @@ int Tree(const TreeOptions& o) {
 
 }  // namespace
 
-Command AddTreeCommand(CLI::App* app) {
+CommandRunner AddTreeCommand(CLI::App* cmd) {
   auto o = std::make_shared<TreeOptions>();
-  CLI::App* cmd = app->add_subcommand("tree", "The call tree with self and inclusive bytes");
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_flag("--bottom-up", o->bottom_up, "start from allocation sites and go to callers");
   cmd->add_option("--metric", o->metric, "peak, allocated, count or leaked")->capture_default_str();
   cmd->add_option("--min-percent", o->min_percent, "fold nodes below this share of the total")
       ->capture_default_str();
-  return {cmd, [o] { return Tree(*o); }};
+  return [o] { return Tree(*o); };
 }
 
 }  // namespace memlens::cli

@@ -1,8 +1,7 @@
 // src/cli/commands.h
 //
-// The `memlens` subcommands, one file each (cmd_*.cc). Each Add*Command registers its options
-// on the CLI11 app and returns the function that runs it once the command line is parsed; that
-// function returns the process exit status.
+// The `memlens` subcommands, one file each (cmd_*.cc); main.cc's kCommands lists them (name,
+// one-line help, example, Add function). A runner returns the process exit status.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,23 +14,20 @@ namespace memlens::cli {
 
 using CommandRunner = std::function<int()>;
 
-struct Command {
-  CLI::App* app;
-  CommandRunner run;
-};
-
+// Each Add*Command registers its options on `cmd`, the subcommand main.cc made from its entry in
+// the command list (name and help are kept there, once), and returns the function that runs it.
 // `program`: the program and its arguments, which main.cc sets aside before CLI11 parses.
-Command AddRunCommand(CLI::App* app, const std::vector<std::string>* program);
-Command AddSummaryCommand(CLI::App* app);
-Command AddTopCommand(CLI::App* app);
-Command AddTreeCommand(CLI::App* app);
-Command AddLeaksCommand(CLI::App* app);
-Command AddDiffCommand(CLI::App* app);
-Command AddTimelineCommand(CLI::App* app);
-Command AddHistogramCommand(CLI::App* app);
-Command AddTemporaryCommand(CLI::App* app);
-Command AddMapCommand(CLI::App* app);
-Command AddReportCommand(CLI::App* app);
-Command AddIndexCommand(CLI::App* app);
+CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* program);
+CommandRunner AddSummaryCommand(CLI::App* cmd);
+CommandRunner AddTopCommand(CLI::App* cmd);
+CommandRunner AddTreeCommand(CLI::App* cmd);
+CommandRunner AddLeaksCommand(CLI::App* cmd);
+CommandRunner AddDiffCommand(CLI::App* cmd);
+CommandRunner AddTimelineCommand(CLI::App* cmd);
+CommandRunner AddHistogramCommand(CLI::App* cmd);
+CommandRunner AddTemporaryCommand(CLI::App* cmd);
+CommandRunner AddMapCommand(CLI::App* cmd);
+CommandRunner AddReportCommand(CLI::App* cmd);
+CommandRunner AddIndexCommand(CLI::App* cmd);
 
 }  // namespace memlens::cli

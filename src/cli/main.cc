@@ -1,4 +1,5 @@
 // src/cli/main.cc: the `memlens` command. One file per subcommand (cmd_*.cc).
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -7,21 +8,90 @@
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
+namespace memlens::cli {
 namespace {
+
+// `run`'s program and its arguments, as given: main() sets them aside before CLI11 parses.
+std::vector<std::string> run_program;
+CommandRunner AddRun(CLI::App* cmd) { return AddRunCommand(cmd, &run_program); }
+
+// The memlens commands, in the order `memlens --help` lists them: the one list that main, the
+// help (commands and examples) and the unknown-command message read. A new command is one line.
+struct CommandEntry {
+  const char* name;
+  const char* help;     // one line, shown by `memlens --help`
+  const char* example;  // a command line for the help's examples
+  const char* example_note;
+  CommandRunner (*add)(CLI::App* cmd);
+};
+constexpr CommandEntry kCommands[] = {
+    {"run", "Run a program and record its allocations into a capture file",
+     "memlens run -- ./server --port 8080", "record a program (writes memlens-server-PID.mlens)",
+     AddRun},
+    {"summary", "Totals, peak, memory in use at exit, top sites",
+     "memlens summary memlens-server-123.mlens", "peak, totals, leaks, top sites",
+     AddSummaryCommand},
+    {"top", "The top allocation sites, grouped and sorted",
+     "memlens top CAPTURE --by function --sort allocated", "", AddTopCommand},
+    {"tree", "The call tree with self and inclusive bytes", "memlens tree CAPTURE --bottom-up", "",
+     AddTreeCommand},
+    {"leaks", "Blocks still allocated at exit, by call stack; --growth: memory that keeps growing",
+     "memlens leaks CAPTURE", "", AddLeaksCommand},
+    {"diff", "What changed in memory in use between two snapshots (of one or two captures)",
+     "memlens diff CAPTURE@t=1s CAPTURE@t=5s", "what grew between two moments", AddDiffCommand},
+    {"timeline", "Heap in use and resident memory over time, with the program's markers",
+     "memlens timeline CAPTURE", "heap and resident memory over time", AddTimelineCommand},
+    {"histogram", "Allocation sizes in power-of-two buckets, overall and for the top sites",
+     "memlens histogram CAPTURE", "allocation sizes, overall and per site", AddHistogramCommand},
+    {"temporary", "Sites of temporary allocations (freed at once, before the next allocation)",
+     "memlens temporary CAPTURE", "allocations freed at once (reuse them)", AddTemporaryCommand},
+    {"map", "The address space of what is in use: regions, gaps, fragmentation",
+     "memlens map CAPTURE@peak", "address space in use: regions, gaps", AddMapCommand},
+    {"report", "One self-contained interactive HTML page", "memlens report CAPTURE -o report.html",
+     "one self-contained interactive page", AddReportCommand},
+    {"index", "Build the snapshot index of a capture now (snapshots build it when first needed)",
+     "memlens index CAPTURE", "make snapshots of a big capture quick", AddIndexCommand},
+};
+
+// "run, summary, ...": the commands' names, for a message.
+std::string CommandNames() {
+  std::string names;
+  for (const auto& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
+
+// The help's footer: one example per command, notes aligned, then what every command shares.
+std::string HelpFooter() {
+  size_t width = 0;
+  for (const auto& c : kCommands) width = std::max(width, std::strlen(c.example));
+  std::string footer = "Examples:\n";
+  for (const auto& c : kCommands) {
+    std::string line = std::string("  ") + c.example;
+    if (*c.example_note) {
+      line += std::string(width + 2 - std::strlen(c.example), ' ') + c.example_note;
+    }
+    footer += line + "\n";
+  }
+  return footer +
+         "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the end of the\n"
+         "process), FILE@program-end (the end of a Python program's own code). The default, exit,\n"
+         "is FILE@program-end in a Python capture that has it, FILE@end otherwise.\n"
+         "Every analysis command takes --json (docs/json-output.md).";
+}
 
 // CLI11 reports the first problem it checks, which is not always the one the user made: name
 // an unknown command or flag before a missing argument, and say which command complained.
-std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cli::Command>& commands,
+std::string ExplainParseError(const CLI::App& app, const std::vector<CLI::App*>& commands,
                               int argc, char** argv, const CLI::ParseError& error) {
   if (argc < 2) return "no command given";
   std::string first = argv[1];
   const CLI::App* command = nullptr;
   for (const auto& c : commands) {
-    if (c.app->get_name() == first) command = c.app;
+    if (c->get_name() == first) command = c;
   }
   if (!command) {
     if (first[0] != '-') {
-      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline, histogram, temporary, map, report, index)";
+      return "unknown command '" + first + "' (commands: " + CommandNames() + ")";
     }
     return error.what();
   }
@@ -64,6 +134,7 @@ int ProgramStart(const CLI::App& run, int argc, char** argv, int* options_end) {
 }
 
 }  // namespace
+}  // namespace memlens::cli
 
 int main(int argc, char** argv) {
   using namespace memlens::cli;
@@ -72,35 +143,17 @@ int main(int argc, char** argv) {
                "memlens"};
   app.set_version_flag("--version", MEMLENS_VERSION);
   app.require_subcommand(1);
-  app.footer(
-      "Examples:\n"
-      "  memlens run -- ./server --port 8080      record a program (writes memlens-server-PID.mlens)\n"
-      "  memlens summary memlens-server-123.mlens  peak, totals, leaks, top sites\n"
-      "  memlens top CAPTURE --by function --sort allocated\n"
-      "  memlens tree CAPTURE --bottom-up\n"
-      "  memlens leaks CAPTURE\n"
-      "  memlens diff CAPTURE@t=1s CAPTURE@t=5s     what grew between two moments\n"
-      "  memlens timeline CAPTURE                   heap and resident memory over time\n"
-      "  memlens histogram CAPTURE                  allocation sizes, overall and per site\n"
-      "  memlens temporary CAPTURE                  allocations freed at once (reuse them)\n"
-      "  memlens map CAPTURE@peak                   address space in use: regions, gaps\n"
-      "  memlens report CAPTURE -o report.html      one self-contained interactive page\n"
-      "  memlens index CAPTURE                      make snapshots of a big capture quick\n"
-      "A capture argument may name a moment: FILE@peak, FILE@t=2.5s, FILE@end (the end of the\n"
-      "process), FILE@program-end (the end of a Python program's own code). The default, exit,\n"
-      "is FILE@program-end in a Python capture that has it, FILE@end otherwise.\n"
-      "Every analysis command takes --json (docs/json-output.md).");
-  std::vector<std::string> program;  // `run`'s program and its arguments, as given
-  std::vector<Command> commands = {AddRunCommand(&app, &program), AddSummaryCommand(&app),
-                                   AddTopCommand(&app), AddTreeCommand(&app),
-                                   AddLeaksCommand(&app), AddDiffCommand(&app),
-                                   AddTimelineCommand(&app), AddHistogramCommand(&app),
-                                   AddTemporaryCommand(&app), AddMapCommand(&app),
-                                   AddReportCommand(&app), AddIndexCommand(&app)};
+  app.footer(HelpFooter());
+  std::vector<CLI::App*> commands;
+  std::vector<CommandRunner> runners;
+  for (const auto& c : kCommands) {
+    commands.push_back(app.add_subcommand(c.name, c.help));
+    runners.push_back(c.add(commands.back()));
+  }
   if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
     int options_end = argc;
-    int start = ProgramStart(*commands[0].app, argc, argv, &options_end);
-    program.assign(argv + start, argv + argc);
+    int start = ProgramStart(*app.get_subcommand("run"), argc, argv, &options_end);
+    run_program.assign(argv + start, argv + argc);
     argc = options_end;  // CLI11 sees memlens's own options only
   }
   try {
@@ -116,8 +169,8 @@ int main(int argc, char** argv) {
               << "\nRun 'memlens --help' for usage.\n";
     return kExitBadInput;
   }
-  for (const auto& command : commands) {
-    if (command.app->parsed()) return command.run();
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (commands[i]->parsed()) return runners[i]();
   }
   return kExitBadInput;
 }
