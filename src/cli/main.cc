@@ -63,7 +63,9 @@ std::string CommandNames() {
 // The help's footer: one example per command, notes aligned, then what every command shares.
 std::string HelpFooter() {
   size_t width = 0;
-  for (const auto& c : kCommands) width = std::max(width, std::strlen(c.example));
+  for (const auto& c : kCommands) {
+    if (*c.example_note) width = std::max(width, std::strlen(c.example));
+  }
   std::string footer = "Examples:\n";
   for (const auto& c : kCommands) {
     std::string line = std::string("  ") + c.example;
@@ -133,6 +135,23 @@ int ProgramStart(const CLI::App& run, int argc, char** argv, int* options_end) {
   return *options_end;
 }
 
+// `memlens run --list-options` (not in the help: it is for the Python package): run's options,
+// one a line, "-o,--output<TAB>TEXT", the value's name empty for a flag. `python3 -m memlens run`
+// reads it to tell memlens's options from the script's, so that an option added here needs no
+// second list in the package.
+int ListOptions(const CLI::App& run) {
+  for (const CLI::Option* option : run.get_options()) {
+    if (!option->nonpositional()) continue;
+    std::string names;
+    for (const auto& s : option->get_snames()) names += (names.empty() ? "-" : ",-") + s;
+    for (const auto& l : option->get_lnames()) names += (names.empty() ? "--" : ",--") + l;
+    // The value's name without its check: "INT", not "INT:INT in [1 - 512]".
+    std::string value = option->get_items_expected_max() > 0 ? option->get_type_name() : "";
+    std::cout << names << '\t' << value.substr(0, value.find(':')) << '\n';
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace memlens::cli
 
@@ -149,6 +168,9 @@ int main(int argc, char** argv) {
   for (const auto& c : kCommands) {
     commands.push_back(app.add_subcommand(c.name, c.help));
     runners.push_back(c.add(commands.back()));
+  }
+  if (argc == 3 && std::strcmp(argv[1], "run") == 0 && std::strcmp(argv[2], "--list-options") == 0) {
+    return ListOptions(*app.get_subcommand("run"));
   }
   if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
     int options_end = argc;
