@@ -33,6 +33,7 @@
 #include <new>
 
 #include "agent/hooks/allocation_paths.h"
+#include "agent/hooks/cxx_forms.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/unwinder.h"
 #include "agent/writer/writer.h"
@@ -44,22 +45,13 @@ using memlens::agent::hooks::MallocFrom;
 
 namespace {
 
-// The twenty, by mangled name: the index is the form's slot in g_next.
-enum Form {
-  kNew, kNewArray, kNewNothrow, kNewArrayNothrow,
-  kNewAligned, kNewArrayAligned, kNewAlignedNothrow, kNewArrayAlignedNothrow,
-  kDelete, kDeleteArray, kDeleteSized, kDeleteArraySized, kDeleteNothrow, kDeleteArrayNothrow,
-  kDeleteAligned, kDeleteArrayAligned, kDeleteSizedAligned, kDeleteArraySizedAligned,
-  kDeleteAlignedNothrow, kDeleteArrayAlignedNothrow, kForms
-};
-constexpr const char* kMangled[kForms] = {
-    "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
-    "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t",
-    "_ZnamSt11align_val_tRKSt9nothrow_t",
-    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
-    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t",
-    "_ZdaPvmSt11align_val_t", "_ZdlPvSt11align_val_tRKSt9nothrow_t",
-    "_ZdaPvSt11align_val_tRKSt9nothrow_t"};
+// The twenty (cxx_forms.h): the index is the form's slot in g_next.
+#define MEMLENS_FORM_ENUMERATOR(form, mangled) form,
+#define MEMLENS_FORM_NAME(form, mangled) #mangled,
+enum Form { MEMLENS_CXX_FORMS(MEMLENS_FORM_ENUMERATOR) kForms };
+constexpr const char* kMangled[kForms] = {MEMLENS_CXX_FORMS(MEMLENS_FORM_NAME)};
+#undef MEMLENS_FORM_ENUMERATOR
+#undef MEMLENS_FORM_NAME
 
 enum Mode { kUnresolved, kOurs, kForward };
 std::atomic<int> g_mode{kUnresolved};

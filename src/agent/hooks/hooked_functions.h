@@ -4,14 +4,18 @@
 //   X(name, return type, (parameters), (argument names))
 // real_functions.cc expands it to resolve the next definition of each (dlsym RTLD_NEXT);
 // interposers.cc defines each interposer by hand, because each records something different
-// (the descriptor and signal ones: fd_interposers.cc, signal_interposers.cc).
+// (the descriptor and signal ones: fd_interposers.cc, signal_interposers.cc); exports.map.in
+// exports each.
 #pragma once
 
+// The version script (exports.map.in) reads the names only, without the types' headers.
+#ifndef MEMLENS_NAMES_ONLY
 #include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stddef.h>
 #include <sys/types.h>
+#endif
 
 #define MEMLENS_HOOKED_FUNCTIONS(X)                                                         \
   X(malloc, void*, (size_t size), (size))                                                   \
