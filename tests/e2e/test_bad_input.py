@@ -109,3 +109,12 @@ def test_help_explains_every_command():
 def test_unwritable_output_is_refused_before_running():
     proc = memlens("run", "-o", "/proc/nope/capture.mlens", "--", PROGRAMS / "passthrough")
     assert_clean_failure(proc, "cannot write the capture")
+
+
+def test_version_is_the_packages():
+    """`memlens --version` is the Python package's __version__, the one place it is kept
+    (CMakeLists.txt and pyproject.toml read it)."""
+    text = (REPO / "src" / "python" / "memlens" / "__init__.py").read_text()
+    version = re.search(r'^__version__ = "([0-9.]+)"$', text, re.M).group(1)
+    proc = memlens("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == version

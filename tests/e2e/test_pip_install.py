@@ -4,6 +4,7 @@ pip), so it runs once and checks everything on the one installation, under the P
 tests only: a wheel for another interpreter would rebuild all of memlens (minutes each) to differ
 only by its hooks library, which the other Python tests check under every interpreter."""
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -13,6 +14,11 @@ import pytest
 from conftest import REPO, Recorded
 
 SCRIPTS = REPO / "tests" / "python" / "scripts"
+
+
+def source_version():
+    text = (REPO / "src" / "python" / "memlens" / "__init__.py").read_text()
+    return re.search(r'^__version__ = "([0-9.]+)"$', text, re.M).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +40,20 @@ def test_console_script_and_module_help(installed):
         proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert "summary" in proc.stdout and "run" in proc.stdout
+
+
+def test_one_version_everywhere(installed):
+    """__init__.py's __version__ is the one source: the wheel's metadata and the executable's
+    --version read it at build time."""
+    proc = subprocess.run([str(installed / "bin" / "python"), "-c",
+                           "import importlib.metadata, memlens; "
+                           "print(importlib.metadata.version('memlens'), memlens.__version__)"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    metadata, package = proc.stdout.split()
+    binary = subprocess.run([str(installed / "bin" / "memlens"), "--version"],
+                            capture_output=True, text=True, timeout=60).stdout.strip()
+    assert metadata == package == binary == source_version()
 
 
 def test_installed_package_records_python_lines(installed, tmp_path):

@@ -13,6 +13,7 @@ import pathlib
 
 from memlens.api import Heap, is_recording, marker, region, snapshot
 
+# The one place the version is kept: CMakeLists.txt and pyproject.toml read it from here.
 __version__ = "0.1.0"
 
 
