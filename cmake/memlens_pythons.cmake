@@ -7,8 +7,16 @@
 # MEMLENS_PYTHON_<tag>_INCLUDE and _EXT_SUFFIX describe each (tests/CMakeLists.txt builds the
 # test extension with them).
 
-# The versions src/python/interpreter_frames.h has a layout header for.
-set(MEMLENS_SUPPORTED_PYTHONS 3.11 3.13 3.14)
+# The versions there is a frame layout header for (src/python/frames_<major>_<minor>.h, which
+# interpreter_frames.h picks by version): the headers are the list.
+file(GLOB memlens_frame_headers RELATIVE ${CMAKE_SOURCE_DIR}/src/python
+     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/python/frames_*.h)
+set(MEMLENS_SUPPORTED_PYTHONS "")
+foreach(header IN LISTS memlens_frame_headers)
+  string(REGEX REPLACE "^frames_([0-9]+)_([0-9]+)\\.h$" "\\1.\\2" version ${header})
+  list(APPEND MEMLENS_SUPPORTED_PYTHONS ${version})
+endforeach()
+list(SORT MEMLENS_SUPPORTED_PYTHONS COMPARE NATURAL)
 set(MEMLENS_PYTHONS "" CACHE STRING
     "more Python interpreters (executables, a ;-list) to build Python hooks for")
 set(MEMLENS_PYTHON_TAGS "")

@@ -22,7 +22,9 @@
 
 #include <Python.h>
 
-// The versions there is a header for; CMakeLists.txt's MEMLENS_SUPPORTED_PYTHONS is the same list.
+// The versions there is a header for, frames_<major>_<minor>.h each: the build takes its list of
+// supported versions from those files (cmake/memlens_pythons.cmake), so a new one is a header
+// and its line here.
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 #include "python/frames_3_11.h"
 #elif PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000
@@ -30,7 +32,7 @@
 #elif PY_VERSION_HEX >= 0x030E0000 && PY_VERSION_HEX < 0x030F0000
 #include "python/frames_3_14.h"
 #else
-#error "memlens's Python hooks support CPython 3.11, 3.13 and 3.14 (see interpreter_frames.h)"
+#error "memlens's Python hooks have no frame layout header for this CPython (src/python/frames_*.h)"
 #endif
 
 // What reads the same in every supported version (compiled against each one's headers all the
