@@ -3,7 +3,7 @@ every source file under src/ and says what it is, and the format documents state
 the code writes (docs/capture-format.md, docs/snapshot-index.md)."""
 import re
 
-from conftest import REPO
+from conftest import REPO, memlens
 
 # A name in the file map: a path, possibly with a brace list (`chunk.{h,cc}`).
 NAME = r"(?:[^\s,{]|\{[^}]*\})+"
@@ -84,3 +84,20 @@ def test_snapshot_index_doc_states_the_version_written():
     doc = (REPO / "docs" / "snapshot-index.md").read_text()
     stated = re.findall(r"currently (\d+) \(`kIndexVersion`\)", doc)
     assert stated == [str(version)], f"kIndexVersion is {version}; the doc states {stated}"
+
+
+def test_every_command_is_helped_exampled_and_documented():
+    """main.cc's one list of commands reaches everything that lists them: the help's commands
+    and examples, the unknown-command message, README.md, and one cmd_<name>.cc per command."""
+    help_text = memlens("--help").stdout
+    section = help_text.split("Subcommands:\n")[1].split("\n\n")[0]
+    commands = [line.split()[0] for line in section.splitlines()]
+    assert commands[:3] == ["run", "summary", "top"]
+    examples = help_text.split("Examples:\n")[1]
+    unknown = memlens("frobnicate").stderr
+    assert f"(commands: {', '.join(commands)})" in unknown
+    readme = (REPO / "README.md").read_text()
+    for command in commands:
+        assert f"  memlens {command} " in examples, command
+        assert re.search(rf"^memlens {command} ", readme, re.M), f"README.md: no `memlens {command}`"
+        assert (REPO / "src" / "cli" / f"cmd_{command}.cc").is_file(), command
