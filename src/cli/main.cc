@@ -12,8 +12,11 @@ namespace memlens::cli {
 namespace {
 
 // `run`'s program and its arguments, as given: main() sets them aside before CLI11 parses.
-std::vector<std::string> run_program;
-CommandRunner AddRun(CLI::App* cmd) { return AddRunCommand(cmd, &run_program); }
+std::vector<std::string>& RunProgram() {
+  static auto* program = new std::vector<std::string>;  // never destroyed (static storage rule)
+  return *program;
+}
+CommandRunner AddRun(CLI::App* cmd) { return AddRunCommand(cmd, &RunProgram()); }
 
 // The memlens commands, in the order `memlens --help` lists them: the one list that main, the
 // help (commands and examples) and the unknown-command message read. A new command is one line.
@@ -21,7 +24,7 @@ struct CommandEntry {
   const char* name;
   const char* help;     // one line, shown by `memlens --help`
   const char* example;  // a command line for the help's examples
-  const char* example_note;
+  const char* example_note;  // what the example does, or "" when the command line says it
   CommandRunner (*add)(CLI::App* cmd);
 };
 constexpr CommandEntry kCommands[] = {
@@ -169,13 +172,14 @@ int main(int argc, char** argv) {
     commands.push_back(app.add_subcommand(c.name, c.help));
     runners.push_back(c.add(commands.back()));
   }
-  if (argc == 3 && std::strcmp(argv[1], "run") == 0 && std::strcmp(argv[2], "--list-options") == 0) {
+  if (argc == 3 && std::strcmp(argv[1], "run") == 0 &&
+      std::strcmp(argv[2], "--list-options") == 0) {
     return ListOptions(*app.get_subcommand("run"));
   }
   if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
     int options_end = argc;
     int start = ProgramStart(*app.get_subcommand("run"), argc, argv, &options_end);
-    run_program.assign(argv + start, argv + argc);
+    RunProgram().assign(argv + start, argv + argc);
     argc = options_end;  // CLI11 sees memlens's own options only
   }
   try {

@@ -99,5 +99,5 @@ def test_every_command_is_helped_exampled_and_documented():
     readme = (REPO / "README.md").read_text()
     for command in commands:
         assert f"  memlens {command} " in examples, command
-        assert re.search(rf"^memlens {command} ", readme, re.M), f"README.md: no `memlens {command}`"
+        assert re.search(rf"^memlens {command} ", readme, re.M), f"no `memlens {command}` in README"
         assert (REPO / "src" / "cli" / f"cmd_{command}.cc").is_file(), command
