@@ -76,13 +76,19 @@ class Tables {
   std::vector<uint64_t> Locations(const Stack& frames) {
     std::vector<uint64_t> ids;
     std::vector<const SourceFrame*> group;
-    for (const SourceFrame* frame : frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const SourceFrame* frame = frames[i];
       group.push_back(frame);
-      if (frame->inlined) continue;  // its caller, the same address, comes next
+      // An inlined frame's caller, at the same address, comes next, unless the resolver
+      // folded it away (the interpreter's frames in a Python stack).
+      const SourceFrame* next = i + 1 < frames.size() ? frames[i + 1] : nullptr;
+      if (frame->inlined && next && !next->python && next->module == frame->module &&
+          next->module_offset == frame->module_offset) {
+        continue;
+      }
       ids.push_back(LocationOf(group));
       group.clear();
     }
-    if (!group.empty()) ids.push_back(LocationOf(group));
     return ids;
   }
 
@@ -122,7 +128,7 @@ class Tables {
       protozero::pbf_writer m(*out, pb::kFunction);
       m.add_uint64(pb::kFunctionIdField, f.id);
       m.add_int64(pb::kName, f.name);
-      m.add_int64(pb::kSystemName, f.name);
+      if (f.system_name) m.add_int64(pb::kSystemName, f.system_name);
       if (f.file) m.add_int64(pb::kFunctionFilename, f.file);
     }
     for (const std::string& s : strings_) out->add_string(pb::kStringTable, s);
@@ -135,7 +141,7 @@ class Tables {
   };
   struct FunctionData {
     uint64_t id;
-    int64_t name, file;  // string ids
+    int64_t name, system_name, file;  // string ids
   };
 
   uint64_t MappingOf(const std::string& path) {
@@ -148,7 +154,12 @@ class Tables {
   uint64_t FunctionOf(const SourceFrame& frame) {
     std::string name = FunctionName(frame);
     auto [it, added] = function_ids_.emplace(std::make_pair(name, frame.file), functions_.size() + 1);
-    if (added) functions_.push_back({it->second, String(name), frame.file.empty() ? 0 : String(frame.file)});
+    if (added) {
+      // A system name is what pprof would demangle and simplify, cutting "<...>": Python's
+      // "<module>" would be left empty. Native names are demangled already, as it expects.
+      functions_.push_back({it->second, String(name), frame.python ? 0 : String(name),
+                            frame.file.empty() ? 0 : String(frame.file)});
+    }
     return it->second;
   }
 
