@@ -29,7 +29,8 @@ struct ExportCommandOptions {
 
 std::string FormatNames() {
   std::string names;
-  for (const ExportFormat& f : ExportFormats()) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  for (const ExportFormat& f : ExportFormats())
+    names += (names.empty() ? "" : ", ") + std::string(f.name);
   return names;
 }
 
@@ -39,18 +40,21 @@ std::string DefaultOutput(const std::string& argument, const ExportFormat& forma
   SnapshotSpec moment;
   ParseCaptureArgument(argument, &path, &moment, &error);  // read once already: it parses
   std::string base = path.substr(path.find_last_of('/') + 1);
-  if (base.size() > 6 && base.compare(base.size() - 6, 6, ".mlens") == 0) base.resize(base.size() - 6);
+  if (base.size() > 6 && base.compare(base.size() - 6, 6, ".mlens") == 0)
+    base.resize(base.size() - 6);
   return (base.empty() ? std::string("memlens") : base) + format.extension;
 }
 
 int Export(const ExportCommandOptions& o) {
   const ExportFormat* format = FindExportFormat(o.format);
-  if (!format) return Complain("export: unknown format '" + o.format + "' (formats: " + FormatNames() + ")");
+  if (!format)
+    return Complain("export: unknown format '" + o.format + "' (formats: " + FormatNames() + ")");
   ExportOptions options;
   if (!ParseMetric(o.metric, &options.metric)) {
     return Complain("export: --metric must be in-use, allocated or peak");
   }
-  if (!ParseGroupBy(o.by, &options.by) || options.by == GroupBy::kHeap || options.by == GroupBy::kType) {
+  if (!ParseGroupBy(o.by, &options.by) || options.by == GroupBy::kHeap ||
+      options.by == GroupBy::kType) {
     return Complain("export: --by must be function, line, module or stack");
   }
   options.limit = o.limit;
@@ -89,8 +93,9 @@ Command AddExportCommand(CLI::App* app) {
     formats += "  " + std::string(f.name) + std::string(14 - std::string(f.name).size(), ' ') +
                f.description + " (" + f.extension + ")\n";
   }
-  cmd->footer(formats +
-              "Example: memlens export pprof CAPTURE -o heap.pb.gz && go tool pprof -http=: heap.pb.gz");
+  cmd->footer(
+      formats +
+      "Example: memlens export pprof CAPTURE -o heap.pb.gz && go tool pprof -http=: heap.pb.gz");
   cmd->add_option("format", o->format, "one of: " + FormatNames())->required();
   cmd->add_option("capture", o->capture,
                   "capture file written by `memlens run`, optionally with the moment the\n"
@@ -101,10 +106,10 @@ Command AddExportCommand(CLI::App* app) {
                   "the file to write, - for stdout (default: the capture's name with the\n"
                   "format's extension, here)");
   cmd->add_option("--metric", o->metric,
-                  "the figure the stacks weigh (pprof, speedscope, folded) and the CSV rows are\n"
-                  "sorted by: in-use (bytes live at the capture's moment), allocated (bytes\n"
-                  "allocated up to it) or peak (bytes live at the peak); pprof holds in-use and\n"
-                  "allocated both, this picks its default")
+                  "the figure the stacks weigh (pprof, speedscope, folded) and the CSV\n"
+                  "rows are sorted by: in-use (bytes live at the capture's moment),\n"
+                  "allocated (bytes allocated up to it) or peak (bytes live at the peak);\n"
+                  "pprof holds in-use and allocated both: this picks its default")
       ->capture_default_str();
   cmd->add_option("--by", o->by, "csv: group rows by function, line, module or stack")
       ->capture_default_str();

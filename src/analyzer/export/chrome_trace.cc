@@ -43,7 +43,8 @@ bool WriteChromeTrace(const Profile& profile, StackResolver*, const ExportOption
                       std::string* out, std::string*) {
   uint64_t pid = profile.process.pid;
   uint64_t tid = options.thread;  // 0: the whole process
-  std::string program = profile.process.executable.substr(profile.process.executable.rfind('/') + 1);
+  std::string program =
+      profile.process.executable.substr(profile.process.executable.rfind('/') + 1);
   std::string heap = "heap in use" + (profile.heap.empty() ? "" : " (" + profile.heap + ")");
   if (tid) heap += " by thread " + std::to_string(tid);
   std::ostringstream text;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "analyzer/export/folded.h"
+#include "analyzer/export/format_units.h"
 
 namespace memlens::analyzer {
 
@@ -29,12 +30,15 @@ bool WriteCsv(const Profile& profile, StackResolver* resolver, const ExportOptio
   });
   if (options.limit && rows.size() > options.limit) rows.resize(options.limit);
   bool stacks = options.by == GroupBy::kStack;
-  *out = "function,file,line,module,in_use_bytes,in_use_blocks,allocated_bytes,allocations,"
-         "peak_bytes,peak_blocks";
+  *out =
+      "function,file,line,module,in_use_bytes,in_use_blocks,allocated_bytes,allocations,"
+      "peak_bytes,peak_blocks";
   *out += stacks ? ",stack\r\n" : "\r\n";
   for (const SiteRow& r : rows) {
     const StackStats& s = r.stats;
-    *out += CsvField(r.site.function) + "," + CsvField(r.site.file) + "," +
+    // An unknown function reads module+0xOFFSET, as in the views; a module row has none.
+    std::string function = options.by == GroupBy::kModule ? "" : FunctionName(r.site);
+    *out += CsvField(function) + "," + CsvField(r.site.file) + "," +
             (r.site.line ? std::to_string(r.site.line) : "") + "," + CsvField(r.site.module);
     for (uint64_t v : {s.in_use_bytes, s.in_use_blocks, s.allocated_bytes, s.allocations,
                        s.peak_bytes, s.peak_blocks}) {

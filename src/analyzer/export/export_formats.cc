@@ -18,7 +18,8 @@ constexpr const char* kMetricNames[] = {"in-use", "allocated", "peak"};
 bool ExportPprof(const Profile& profile, StackResolver* resolver, const ExportOptions& options,
                  std::string* out, std::string* error) {
   if (options.metric == Metric::kPeak) {
-    *error = "pprof has no peak sample type: export CAPTURE@peak, whose in-use figures are the peak's";
+    *error =
+        "pprof has no peak sample type: export CAPTURE@peak, whose in-use figures are the peak's";
     return false;
   }
   PprofOptions pprof;
@@ -26,7 +27,8 @@ bool ExportPprof(const Profile& profile, StackResolver* resolver, const ExportOp
   // When the figures were taken (the moment) and the stretch the allocated ones cover.
   pprof.duration_nanos = static_cast<int64_t>(profile.snapshot_seconds * 1e9);
   if (profile.has_process && profile.process.start_realtime_ns) {
-    pprof.time_nanos = static_cast<int64_t>(profile.process.start_realtime_ns) + pprof.duration_nanos;
+    pprof.time_nanos =
+        static_cast<int64_t>(profile.process.start_realtime_ns) + pprof.duration_nanos;
   }
   return WritePprof(profile, resolver, pprof, out, error);
 }
@@ -61,16 +63,15 @@ const std::vector<ExportFormat>& ExportFormats() {
   static const std::vector<ExportFormat> kFormats = {
       {"pprof", ".pb.gz",
        "gzipped profile.proto with Go's heap sample types: go tool pprof, Pyroscope, Parca",
-       true, ExportPprof},
+       ExportPprof},
       {"speedscope", ".speedscope.json", "speedscope's JSON file format: speedscope.app",
-       true, WriteSpeedscope},
-      {"folded", ".folded", "folded stacks, one 'root;...;leaf BYTES' a line: flamegraph.pl, inferno",
-       true, WriteFolded},
+       WriteSpeedscope},
+      {"folded", ".folded",
+       "folded stacks, one 'root;...;leaf BYTES' a line: flamegraph.pl, inferno", WriteFolded},
       {"chrome-trace", ".trace.json",
-       "Chrome trace event JSON, heap in use over time and markers: ui.perfetto.dev, chrome://tracing",
-       false, WriteChromeTrace},
-      {"csv", ".csv", "the top rows (as `memlens top`), RFC 4180: spreadsheets, pandas", true,
-       WriteCsv},
+       "Chrome trace event JSON, heap in use over time, markers: ui.perfetto.dev",
+       WriteChromeTrace},
+      {"csv", ".csv", "the top rows (as `memlens top`), RFC 4180: spreadsheets, pandas", WriteCsv},
   };
   return kFormats;
 }

@@ -40,7 +40,6 @@ struct ExportFormat {
   const char* name;         // the FORMAT argument
   const char* extension;    // of the default output file, with its dot
   const char* description;  // one line, for --help
-  bool uses_metric;         // reads ExportOptions::metric (the others say why not)
   ExportWriter write;
 };
 

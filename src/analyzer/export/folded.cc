@@ -10,8 +10,8 @@ namespace memlens::analyzer {
 std::string FoldedFrame(const SourceFrame& frame) {
   std::string text = FunctionName(frame);
   if (frame.line) {
-    text += " (" + frame.file.substr(frame.file.rfind('/') + 1) + ":" +
-            std::to_string(frame.line) + ")";
+    text += " (" + frame.file.substr(frame.file.rfind('/') + 1) + ":" + std::to_string(frame.line) +
+            ")";
   }
   for (char& c : text) {
     if (c == ';') c = ':';

@@ -2,11 +2,11 @@
 // (github.com/google/pprof/blob/main/proto/profile.proto), named below.
 #include "analyzer/export/pprof.h"
 
-#include <protozero/pbf_writer.hpp>
 #include <zlib.h>
 
 #include <algorithm>
 #include <map>
+#include <protozero/pbf_writer.hpp>
 #include <unordered_map>
 
 #include "analyzer/export/format_units.h"
@@ -17,22 +17,45 @@ namespace {
 // profile.proto's messages and fields.
 namespace pb {
 enum Profile : protozero::pbf_tag_type {
-  kSampleType = 1, kSample = 2, kMapping = 3, kLocation = 4, kFunction = 5, kStringTable = 6,
-  kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11, kPeriod = 12, kComment = 13,
+  kSampleType = 1,
+  kSample = 2,
+  kMapping = 3,
+  kLocation = 4,
+  kFunction = 5,
+  kStringTable = 6,
+  kTimeNanos = 9,
+  kDurationNanos = 10,
+  kPeriodType = 11,
+  kPeriod = 12,
+  kComment = 13,
   kDefaultSampleType = 14,
 };
 enum ValueType : protozero::pbf_tag_type { kType = 1, kUnit = 2 };
 enum Sample : protozero::pbf_tag_type { kLocationId = 1, kValue = 2 };
 enum Mapping : protozero::pbf_tag_type {
-  kMappingId = 1, kMemoryStart = 2, kMemoryLimit = 3, kFileOffset = 4, kFilename = 5,
-  kBuildId = 6, kHasFunctions = 7, kHasFilenames = 8, kHasLineNumbers = 9, kHasInlineFrames = 10,
+  kMappingId = 1,
+  kMemoryStart = 2,
+  kMemoryLimit = 3,
+  kFileOffset = 4,
+  kFilename = 5,
+  kBuildId = 6,
+  kHasFunctions = 7,
+  kHasFilenames = 8,
+  kHasLineNumbers = 9,
+  kHasInlineFrames = 10,
 };
 enum Location : protozero::pbf_tag_type {
-  kLocationIdField = 1, kMappingIdField = 2, kAddress = 3, kLine = 4,
+  kLocationIdField = 1,
+  kMappingIdField = 2,
+  kAddress = 3,
+  kLine = 4,
 };
 enum Line : protozero::pbf_tag_type { kFunctionId = 1, kLineNumber = 2 };
 enum Function : protozero::pbf_tag_type {
-  kFunctionIdField = 1, kName = 2, kSystemName = 3, kFunctionFilename = 4,
+  kFunctionIdField = 1,
+  kName = 2,
+  kSystemName = 3,
+  kFunctionFilename = 4,
 };
 }  // namespace pb
 
@@ -108,8 +131,8 @@ class Tables {
       m.add_int64(pb::kFilename, String(path));
       if (!module.build_id.empty()) m.add_int64(pb::kBuildId, String(Hex(module.build_id)));
       // Resolved here already: pprof must not look the addresses up again.
-      for (auto field : {pb::kHasFunctions, pb::kHasFilenames, pb::kHasLineNumbers,
-                         pb::kHasInlineFrames}) {
+      for (auto field :
+           {pb::kHasFunctions, pb::kHasFilenames, pb::kHasLineNumbers, pb::kHasInlineFrames}) {
         m.add_bool(field, true);
       }
     }
@@ -153,7 +176,8 @@ class Tables {
 
   uint64_t FunctionOf(const SourceFrame& frame) {
     std::string name = FunctionName(frame);
-    auto [it, added] = function_ids_.emplace(std::make_pair(name, frame.file), functions_.size() + 1);
+    auto [it, added] =
+        function_ids_.emplace(std::make_pair(name, frame.file), functions_.size() + 1);
     if (added) {
       // A system name is what pprof would demangle and simplify, cutting "<...>": Python's
       // "<module>" would be left empty. Native names are demangled already, as it expects.
@@ -239,8 +263,9 @@ bool WritePprof(const Profile& profile, StackResolver* resolver, const PprofOpti
   for (uint64_t id : ids) {
     const StackStats& s = profile.stacks.at(id);
     std::vector<uint64_t> locations = tables.Locations(resolver->Frames(id));
-    int64_t values[] = {static_cast<int64_t>(s.allocations), static_cast<int64_t>(s.allocated_bytes),
-                        static_cast<int64_t>(s.in_use_blocks), static_cast<int64_t>(s.in_use_bytes)};
+    int64_t values[] = {
+        static_cast<int64_t>(s.allocations), static_cast<int64_t>(s.allocated_bytes),
+        static_cast<int64_t>(s.in_use_blocks), static_cast<int64_t>(s.in_use_bytes)};
     protozero::pbf_writer m(out, pb::kSample);
     m.add_packed_uint64(pb::kLocationId, locations.begin(), locations.end());
     m.add_packed_int64(pb::kValue, std::begin(values), std::end(values));

@@ -21,7 +21,8 @@ bool WriteSpeedscope(const Profile& profile, StackResolver* resolver, const Expo
   for (const WeightedStack& stack : stacks) {
     samples.emplace_back();
     for (const SourceFrame* f : stack.frames) {
-      auto [it, added] = index.emplace(std::make_tuple(FunctionName(*f), f->file, f->line), frames.size());
+      auto [it, added] =
+          index.emplace(std::make_tuple(FunctionName(*f), f->file, f->line), frames.size());
       if (added) frames.push_back(f);
       samples.back().push_back(it->second);
     }
