@@ -29,5 +29,6 @@ CommandRunner AddTemporaryCommand(CLI::App* cmd);
 CommandRunner AddMapCommand(CLI::App* cmd);
 CommandRunner AddReportCommand(CLI::App* cmd);
 CommandRunner AddIndexCommand(CLI::App* cmd);
+CommandRunner AddExportCommand(CLI::App* cmd);
 
 }  // namespace memlens::cli

@@ -54,6 +54,9 @@ constexpr CommandEntry kCommands[] = {
      "one self-contained interactive page", AddReportCommand},
     {"index", "Build the snapshot index of a capture now (snapshots build it when first needed)",
      "memlens index CAPTURE", "make snapshots of a big capture quick", AddIndexCommand},
+    {"export", "The capture in a format other tools read (pprof, speedscope, folded, ...)",
+     "memlens export pprof CAPTURE -o heap.pb.gz", "for go tool pprof, speedscope, Perfetto",
+     AddExportCommand},
 };
 
 // "run, summary, ...": the commands' names, for a message.
