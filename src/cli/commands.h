@@ -33,5 +33,6 @@ Command AddTemporaryCommand(CLI::App* app);
 Command AddMapCommand(CLI::App* app);
 Command AddReportCommand(CLI::App* app);
 Command AddIndexCommand(CLI::App* app);
+Command AddPushCommand(CLI::App* app);
 
 }  // namespace memlens::cli

@@ -79,11 +79,13 @@ bool ParsePushLabel(const std::string& text, PushLabel* label, std::string* erro
   label->name = text.substr(0, equals);
   label->value = equals == std::string::npos ? "" : text.substr(equals + 1);
   bool name_ok = !label->name.empty() && !std::isdigit(static_cast<unsigned char>(label->name[0]));
-  for (char c : label->name) name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  for (char c : label->name)
+    name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
   bool value_ok = !label->value.empty();
   for (char c : label->value) value_ok = value_ok && !Breaks(c);
   if (equals == std::string::npos || !name_ok || !value_ok) {
-    *error = "--label '" + text + "': give NAME=VALUE, the name letters, digits and _ (not first "
+    *error = "--label '" + text +
+             "': give NAME=VALUE, the name letters, digits and _ (not first "
              "a digit), the value not empty and without { } = , \" or control characters";
     return false;
   }
@@ -99,7 +101,8 @@ bool CheckServiceName(const std::string& name, std::string* error) {
   bool ok = !name.empty();
   for (char c : name) ok = ok && !Breaks(c) && c != ' ';
   if (!ok) {
-    *error = "--service '" + name + "': give a name without spaces, { } = , \" or control characters";
+    *error =
+        "--service '" + name + "': give a name without spaces, { } = , \" or control characters";
   }
   return ok;
 }
@@ -153,8 +156,8 @@ void TakePeriod(AllocatedSoFar* allocated, Profile* profile) {
       stats.allocated_bytes -= before.second;
     }
     before = now;
-    bool empty = stats.allocations == 0 && stats.allocated_bytes == 0 &&
-                 stats.in_use_blocks == 0 && stats.in_use_bytes == 0;
+    bool empty = stats.allocations == 0 && stats.allocated_bytes == 0 && stats.in_use_blocks == 0 &&
+                 stats.in_use_bytes == 0;
     it = empty ? profile->stacks.erase(it) : std::next(it);
   }
 }
@@ -233,8 +236,8 @@ bool IngestClient::Send(const std::string& pprof, int64_t from, int64_t until,
   curl_mime_free(form);
   if (rc != CURLE_OK) {
     *error = rc == CURLE_ABORTED_BY_CALLBACK ? "given up at exit"
-             : *curl_error                    ? curl_error
-                                              : curl_easy_strerror(rc);
+             : *curl_error                   ? curl_error
+                                             : curl_easy_strerror(rc);
     return false;
   }
   if (status < 200 || status > 299) {

@@ -70,8 +70,7 @@ class IngestClient {
   // soon after *cancel turns true (within about a second). A 2xx answer is success; anything
   // else is false with one line in *error ("HTTP 400: ...", "Connection refused", ...).
   bool Send(const std::string& pprof, int64_t from, int64_t until,
-            std::chrono::milliseconds timeout, const std::atomic<bool>* cancel,
-            std::string* error);
+            std::chrono::milliseconds timeout, const std::atomic<bool>* cancel, std::string* error);
 
  private:
   PushTarget target_;
