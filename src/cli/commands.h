@@ -33,6 +33,7 @@ Command AddTemporaryCommand(CLI::App* app);
 Command AddMapCommand(CLI::App* app);
 Command AddReportCommand(CLI::App* app);
 Command AddIndexCommand(CLI::App* app);
+Command AddExportCommand(CLI::App* app);
 Command AddPushCommand(CLI::App* app);
 
 }  // namespace memlens::cli

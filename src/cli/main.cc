@@ -21,7 +21,7 @@ std::string ExplainParseError(const CLI::App& app, const std::vector<memlens::cl
   }
   if (!command) {
     if (first[0] != '-') {
-      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline, histogram, temporary, map, report, index, push)";
+      return "unknown command '" + first + "' (commands: run, summary, top, tree, leaks, diff, timeline, histogram, temporary, map, report, index, export, push)";
     }
     return error.what();
   }
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                                    AddLeaksCommand(&app), AddDiffCommand(&app),
                                    AddTimelineCommand(&app), AddHistogramCommand(&app),
                                    AddTemporaryCommand(&app), AddMapCommand(&app),
-                                   AddReportCommand(&app), AddIndexCommand(&app),
+                                   AddReportCommand(&app), AddIndexCommand(&app), AddExportCommand(&app),
                                    AddPushCommand(&app)};
   if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
     int options_end = argc;
