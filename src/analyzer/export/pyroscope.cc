@@ -235,7 +235,7 @@ bool IngestClient::Send(const std::string& pprof, int64_t from, int64_t until,
   curl_slist_free_all(headers);
   curl_mime_free(form);
   if (rc != CURLE_OK) {
-    *error = rc == CURLE_ABORTED_BY_CALLBACK ? "given up at exit"
+    *error = rc == CURLE_ABORTED_BY_CALLBACK ? "no answer yet when memlens gave up at exit"
              : *curl_error                   ? curl_error
                                              : curl_easy_strerror(rc);
     return false;
