@@ -9,6 +9,7 @@
 // program and its writer leave) replays the capture as it is written and builds
 // its snapshot index, end included (analyzer/model/snapshot_index.h): every later view of the
 // whole capture, or of a moment in it, starts from the index instead of replaying it.
+// With --push URL, a pusher (cli/pusher.h) sends Pyroscope a profile of it every period.
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>

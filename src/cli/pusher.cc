@@ -2,6 +2,7 @@
 #include "cli/pusher.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -73,6 +74,9 @@ bool ParsePushPeriod(const std::string& text, std::chrono::milliseconds* period,
 
 Pusher::Pusher(PushTarget target, std::string capture, std::chrono::milliseconds every)
     : target_(std::move(target)), capture_(std::move(capture)), every_(every) {
+  // A server that closes its end must not kill memlens run (and change the exit status the
+  // program's would have been). The program was forked before: its signals stay its own.
+  signal(SIGPIPE, SIG_IGN);
   InitPush();
   period_start_ = NowNanos();
   collector_ = std::thread([this] { Collect(); });
