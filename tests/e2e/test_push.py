@@ -270,3 +270,15 @@ def test_bad_push_options_say_so(tmp_path, args, message):
     if args[2:3] != ["--push-every"]:  # a run option only
         assert pushed.returncode == 2 and message in pushed.stderr, pushed.stderr
         assert pushed.stderr.count("\n") == 1
+
+
+def test_push_to_an_absent_server_fails_in_one_line(tmp_path, record):
+    recorded = record("push_known", "1", "1")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://u:secret@127.0.0.1:{s.getsockname()[1]}"
+    out = memlens("push", url, recorded.capture)
+    assert out.returncode == 1 and out.stdout == ""
+    shown = url.replace("secret", "***")
+    assert re.fullmatch(rf"memlens: push to {re.escape(shown)} failed: .*(refused|connect).*\n",
+                        out.stderr, re.I), out.stderr
