@@ -9,6 +9,7 @@
 // program and its writer leave) replays the capture as it is written and builds
 // its snapshot index, end included (analyzer/model/snapshot_index.h): every later view of the
 // whole capture, or of a moment in it, starts from the index instead of replaying it.
+// With --push URL, a pusher (cli/pusher.h) sends Pyroscope a profile of it every period.
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -38,10 +39,12 @@
 #include <vector>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/export/pyroscope.h"
 #include "analyzer/model/snapshot_index.h"
 #include "base/private_file.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
+#include "cli/pusher.h"
 
 namespace memlens::cli {
 namespace {
@@ -58,6 +61,9 @@ struct RunOptions {
   bool sample = false;
   bool no_index = false;
   std::string sample_rate;  // as given; empty: not given
+  // --push URL (docs/push.md): every --push-every, a pprof to a Pyroscope server.
+  std::string push_url, push_every = "60s", service;
+  std::vector<std::string> labels;
   // For --help only: main.cc hands the program and its arguments over raw (ProgramStart), so
   // that no parser ever reads them.
   std::vector<std::string> help_only;
@@ -414,6 +420,18 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     return Complain("--sample-rate '" + options.sample_rate +
                     "': give a number of bytes from 1 to 1T, as in 65536, 64K or 1M");
   }
+  analyzer::PushTarget push;
+  std::chrono::milliseconds push_every{0};
+  if (!options.push_url.empty()) {
+    if (!MakePushTarget(options.push_url, options.labels, options.service, command[0], &push,
+                        &error) ||
+        !ParsePushPeriod(options.push_every, &push_every, &error)) {
+      return Complain(error);
+    }
+    if (options.output.find('%') != std::string::npos) {
+      return Complain("--push reads the capture as it is written: give -o a path without %");
+    }
+  }
   std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
   // Captures are private (0600) and never written through a symbolic link planted at the path
   // (base/private_file.h).
@@ -482,10 +500,16 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
       indexer = std::make_unique<CaptureIndexer>(capture);
     }
   }
+  std::unique_ptr<Pusher> pusher;
+  if (!push.url.empty()) {
+    SetPidLabel(&push, child);
+    pusher = std::make_unique<Pusher>(push, capture, push_every);
+  }
   close(gate[1]);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (indexer) indexer->Finish();
+  if (pusher) pusher->Finish();
   struct stat st;  // a FIFO or a device has no size to check; a link is never written through
   bool written = lstat(capture.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) &&
                  (!S_ISREG(st.st_mode) || st.st_size > 0);
@@ -531,6 +555,22 @@ CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* progr
                 "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"
                 "stores its snapshot index (CAPTURE.index), so that later views start from it\n"
                 "instead of replaying the whole capture (docs/snapshot-index.md)");
+  cmd->add_option("--push", options->push_url,
+                  "while the program runs, send a Pyroscope server (http(s)://HOST:PORT) a\n"
+                  "pprof every --push-every: what is in use, what was allocated in the period\n"
+                  "(docs/push.md)")
+      ->type_name("URL");
+  cmd->add_option("--push-every", options->push_every,
+                  "the period of --push: 60s (default), 500ms, 2m")
+      ->type_name("DURATION");
+  cmd->add_option("--label", options->labels,
+                  "with --push: a label NAME=VALUE on every profile (repeat for more; host and\n"
+                  "pid are set)")
+      ->type_name("NAME=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--service", options->service,
+                  "with --push: the service name (default: the program's name)");
   cmd->add_option("PROGRAM", options->help_only,
                   "the program to run and its arguments (after --, or after memlens's own\n"
                   "options), passed to it as they are");

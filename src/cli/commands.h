@@ -30,5 +30,6 @@ CommandRunner AddMapCommand(CLI::App* cmd);
 CommandRunner AddReportCommand(CLI::App* cmd);
 CommandRunner AddIndexCommand(CLI::App* cmd);
 CommandRunner AddExportCommand(CLI::App* cmd);
+CommandRunner AddPushCommand(CLI::App* cmd);
 
 }  // namespace memlens::cli

@@ -57,6 +57,9 @@ constexpr CommandEntry kCommands[] = {
     {"export", "The capture in a format other tools read (pprof, speedscope, folded, ...)",
      "memlens export pprof CAPTURE -o heap.pb.gz", "for go tool pprof, speedscope, Perfetto",
      AddExportCommand},
+    {"push", "Send a capture to a Grafana Pyroscope server as a pprof profile",
+     "memlens push http://pyroscope:4040 CAPTURE", "what `memlens run --push` sends live",
+     AddPushCommand},
 };
 
 // "run, summary, ...": the commands' names, for a message.
