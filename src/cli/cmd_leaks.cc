@@ -17,6 +17,7 @@
 #include "analyzer/export/text_table.h"
 #include "analyzer/model/markers.h"
 #include "analyzer/model/runtime_allocations.h"
+#include "analyzer/views/sites.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 

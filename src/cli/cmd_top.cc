@@ -10,6 +10,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/sites.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
