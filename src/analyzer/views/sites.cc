@@ -99,6 +99,16 @@ void SortRows(std::vector<SiteRow>* rows, SortBy by) {
   });
 }
 
+std::vector<SiteRow> TopRows(std::vector<SiteRow> rows, SortBy by, size_t limit) {
+  SortRows(&rows, by);
+  std::vector<SiteRow> top;
+  for (auto& row : rows) {
+    if (top.size() >= limit || SortValue(row.stats, by) == 0) break;
+    top.push_back(std::move(row));
+  }
+  return top;
+}
+
 LineSites::LineSites(const Profile& profile, StackResolver* resolver) : resolver_(resolver) {
   for (const auto& [stack_id, stats] : profile.stacks) sites_[Of(stack_id)].stats.Add(stats);
 }

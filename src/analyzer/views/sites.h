@@ -33,6 +33,8 @@ struct SiteRow {
 // addresses: those that differ only in frames the resolver folds or hides.
 std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by);
 void SortRows(std::vector<SiteRow>* rows, SortBy by);
+// The first `limit` rows by `by` (SortRows' order), none whose value is 0.
+std::vector<SiteRow> TopRows(std::vector<SiteRow> rows, SortBy by, size_t limit);
 uint64_t SortValue(const StackStats& s, SortBy by);
 // Sites by source line (GroupBy::kLine's key), numbered in the order first met, each stack's
 // site remembered: the report's TopX rows, checkpoints and address map refer to sites by number.
