@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
-#include "analyzer/model/markers.h"
 
 namespace memlens::analyzer {
 
@@ -30,6 +30,21 @@ LeaksView BuildLeaks(const Profile& profile, StackResolver* resolver, const Leak
     if (view.leaks.size() < query.limit) view.leaks.push_back(std::move(r));
   }
   return view;
+}
+
+std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count) {
+  std::unordered_map<std::string, size_t> counts;
+  std::string best;
+  size_t best_count = 0;
+  for (const Marker& m : markers) {
+    if (m.snapshot) continue;
+    size_t c = ++counts[m.name];
+    if (c > best_count) {
+      best_count = c;
+      best = m.name;
+    }
+  }
+  return best_count >= min_count ? best : "";
 }
 
 bool PlanGrowthCheckpoints(const Profile& first, size_t windows, const std::string& marker,

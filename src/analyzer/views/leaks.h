@@ -48,6 +48,11 @@ struct GrowthCheckpoints {
   size_t Wanted() const { return marker.empty() ? seconds.size() : seqs.size(); }
 };
 
+// The name that repeats most among the markers (at least `min_count` times; the first such
+// name on a tie), or "" when none does: the natural windows of a program with a loop
+// (a marker per frame, per request).
+std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count);
+
 // From a first load of the capture (its markers and duration): up to `windows` checkpoints at
 // the occurrences of `marker` (or of the marker repeated most, at least 3 times, when ""),
 // evenly picked with the first and last included. Returns false with one line in *error when a

@@ -23,6 +23,15 @@ Marker MarkerAt(const std::string& name, uint64_t seq) {
   return m;
 }
 
+TEST(MostRepeatedMarkerTest, AtLeastMinCountFirstOnATieSnapshotsNotCounted) {
+  std::vector<Marker> markers = {MarkerAt("a", 1), MarkerAt("b", 2), MarkerAt("b", 3),
+                                 MarkerAt("a", 4), MarkerAt("s", 5), MarkerAt("s", 6),
+                                 MarkerAt("s", 7)};
+  for (size_t i = 4; i < 7; ++i) markers[i].snapshot = true;
+  EXPECT_EQ(MostRepeatedMarker(markers, 2), "b");  // b reached 2 first
+  EXPECT_EQ(MostRepeatedMarker(markers, 3), "");
+}
+
 TEST(PlanGrowthCheckpointsTest, RepeatedMarkerEvenlyPickedFirstAndLastIncluded) {
   Profile p;
   p.snapshot_seconds = 10;
