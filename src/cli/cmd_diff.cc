@@ -4,13 +4,12 @@
 // memory in use between two snapshots, of one capture (FILE@t=1s FILE@t=5s) or of two
 // (before and after a code change). Rows are grouped like `top`, sorted by growth; sites only
 // in AFTER are "new", sites only in BEFORE "gone".
-#include <algorithm>
 #include <iostream>
-#include <map>
 #include <memory>
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/diff.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -26,26 +25,6 @@ struct DiffOptions {
   bool json = false;
   FilterOptions filters;
 };
-
-struct DiffRow {
-  SourceFrame site;
-  Stack stack;  // of the AFTER side when it has one (GroupBy::kStack)
-  StackStats before, after;
-  bool in_before = false, in_after = false;
-  int64_t Delta() const {
-    return static_cast<int64_t>(after.in_use_bytes) - static_cast<int64_t>(before.in_use_bytes);
-  }
-  const char* Status() const {
-    if (in_after && after.in_use_blocks && !(in_before && before.in_use_blocks)) return "new";
-    if (in_before && before.in_use_blocks && !(in_after && after.in_use_blocks)) return "gone";
-    return "";
-  }
-};
-
-// A key that means the same site in two captures: names and lines, never ids or addresses.
-std::string SiteKey(const SiteRow& row, GroupBy by) {
-  return by == GroupBy::kStack ? StackKey(row.stack) : FrameKey(row.site);
-}
 
 std::string SignedBytes(int64_t v) {
   return (v > 0 ? "+" : v < 0 ? "-" : "") + FormatBytes(static_cast<uint64_t>(v < 0 ? -v : v));
@@ -63,29 +42,9 @@ int Diff(const DiffOptions& o) {
   StackResolver after_resolver(after, StackOptionsOf(o.filters));
   ApplyFilters(o.filters, &before_resolver, &before);
   ApplyFilters(o.filters, &after_resolver, &after);
-  std::map<std::string, DiffRow> rows;
-  for (auto& r : GroupSites(before, &before_resolver, group)) {
-    DiffRow& d = rows[SiteKey(r, group)];
-    d.site = r.site;
-    d.before = r.stats;
-    d.in_before = true;
-  }
-  for (auto& r : GroupSites(after, &after_resolver, group)) {
-    DiffRow& d = rows[SiteKey(r, group)];
-    d.site = r.site;
-    d.stack = r.stack;
-    d.after = r.stats;
-    d.in_after = true;
-  }
-  std::vector<DiffRow> sorted;
-  for (auto& [key, row] : rows) {
-    if (row.Delta() != 0 || row.after.in_use_blocks != row.before.in_use_blocks) sorted.push_back(row);
-  }
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const DiffRow& a, const DiffRow& b) { return a.Delta() > b.Delta(); });
-  int64_t total = static_cast<int64_t>(after.totals.in_use_bytes) -
-                  static_cast<int64_t>(before.totals.in_use_bytes);
-  size_t shown = std::min(sorted.size(), o.limit);
+  DiffView view = BuildDiff(before, &before_resolver, after, &after_resolver, group, o.limit);
+  int64_t total = view.delta_bytes;
+  size_t shown = view.rows.size();
   if (o.json) {
     JsonWriter json(std::cout);
     json.BeginObject();
@@ -104,14 +63,13 @@ int Diff(const DiffOptions& o) {
     json.Key("rows");
     json.BeginArray();
     for (size_t i = 0; i < shown; ++i) {
-      const DiffRow& r = sorted[i];
+      const DiffRow& r = view.rows[i];
       json.BeginObject();
       json.Key("site");
       WriteFrame(&json, r.site);
       json.Field("status", r.Status());
       json.Field("delta_bytes", static_cast<int64_t>(r.Delta()));
-      json.Field("delta_blocks", static_cast<int64_t>(r.after.in_use_blocks) -
-                                     static_cast<int64_t>(r.before.in_use_blocks));
+      json.Field("delta_blocks", r.DeltaBlocks());
       json.Field("before_bytes", r.before.in_use_bytes);
       json.Field("after_bytes", r.after.in_use_bytes);
       json.Field("before_blocks", r.before.in_use_blocks);
@@ -138,15 +96,16 @@ int Diff(const DiffOptions& o) {
     table.AddColumn("LOCATION", TextTable::kLeft);
     table.AddColumn("FUNCTION", TextTable::kLeft);
     for (size_t i = 0; i < shown; ++i) {
-      const DiffRow& r = sorted[i];
-      int64_t blocks = static_cast<int64_t>(r.after.in_use_blocks) -
-                       static_cast<int64_t>(r.before.in_use_blocks);
+      const DiffRow& r = view.rows[i];
+      int64_t blocks = r.DeltaBlocks();
       table.AddRow({SignedBytes(r.Delta()), FormatBytes(r.before.in_use_bytes),
                     FormatBytes(r.after.in_use_bytes), (blocks > 0 ? "+" : "") + std::to_string(blocks),
                     r.Status(), SourceLocation(r.site), FunctionName(r.site)});
     }
     table.Print(std::cout);
-    if (sorted.size() > shown) std::cout << "(" << sorted.size() - shown << " more changed sites; use --limit)\n";
+    if (view.changed > shown) {
+      std::cout << "(" << view.changed - shown << " more changed sites; use --limit)\n";
+    }
   }
   PrintWarnings(before, before_resolver);
   PrintWarnings(after, after_resolver);

@@ -3,13 +3,13 @@
 // `memlens histogram FILE[@SNAPSHOT] [--sites N]`: allocation sizes in log2 buckets (count and
 // bytes), for every allocation up to the snapshot and for the top N sites (source lines) by
 // allocated bytes.
+#include <algorithm>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <tuple>
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/histogram.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -22,41 +22,6 @@ struct HistogramOptions {
   AnalysisOptions common;
   size_t sites = 5;
 };
-
-struct SiteHistogram {
-  SourceFrame site;
-  StackStats stats;
-  SizeHistogram buckets = SizeHistogram(kSizeBuckets);
-};
-
-uint64_t BucketMin(int b) { return b == 0 ? 0 : uint64_t{1} << b; }
-uint64_t BucketMax(int b) { return (uint64_t{2} << b) - 1; }
-
-// The stacks' histograms summed per allocation site (source line), as GroupSites(kLine).
-std::vector<SiteHistogram> SiteHistograms(const Profile& p, StackResolver* resolver) {
-  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
-  std::map<Key, SiteHistogram> groups;
-  for (const auto& [stack_id, stats] : p.stacks) {
-    SourceFrame site = resolver->Site(stack_id);
-    Key key{site.function, site.file, site.line, site.module,
-            site.function.empty() ? site.module_offset : 0};
-    SiteHistogram& g = groups[key];
-    g.site = site;
-    g.stats.Add(stats);
-    auto h = p.stack_size_histograms.find(stack_id);
-    if (h == p.stack_size_histograms.end()) continue;
-    for (size_t b = 0; b < h->second.size() && b < g.buckets.size(); ++b) {
-      g.buckets[b].count += h->second[b].count;
-      g.buckets[b].bytes += h->second[b].bytes;
-    }
-  }
-  std::vector<SiteHistogram> out;
-  for (auto& [key, g] : groups) out.push_back(std::move(g));
-  std::stable_sort(out.begin(), out.end(), [](const SiteHistogram& a, const SiteHistogram& b) {
-    return a.stats.allocated_bytes > b.stats.allocated_bytes;
-  });
-  return out;
-}
 
 void WriteBucketsJson(JsonWriter* json, const SizeHistogram& h) {
   json->Key("buckets");
@@ -108,8 +73,7 @@ int Histogram(const HistogramOptions& o) {
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto sites = SiteHistograms(p, &resolver);
-  if (sites.size() > o.sites) sites.resize(o.sites);
+  auto sites = BuildSiteHistograms(p, &resolver, o.sites);
   if (o.common.json) {
     JsonWriter json(std::cout);
     json.BeginObject();

@@ -4,19 +4,17 @@
 // allocated at exit, grouped by call stack, with the full stacks; the blocks the C/C++ runtime
 // keeps for itself (runtime_allocations.h) are counted apart, as the runtime's.
 // `memlens leaks FILE --growth [--windows N] [--marker NAME]`: logical leaks, sites whose memory
-// in use grows all along the capture even when everything is freed at exit (the rule:
-// GrowingSites). The checkpoints are the occurrences of a repeated marker when the capture has
-// one (a marker per frame, per request: the program's own rhythm), else evenly spaced times.
+// in use grows all along the capture even when everything is freed at exit. What is shown is
+// computed in analyzer/views/leaks.h (the rule, the checkpoints, the suppression accounting);
+// this file only renders it.
 #include <algorithm>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <tuple>
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
-#include "analyzer/model/markers.h"
 #include "analyzer/model/runtime_allocations.h"
+#include "analyzer/views/leaks.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -33,10 +31,6 @@ struct LeaksOptions {
   bool growth = false;
   size_t windows = 8;
   std::string marker;  // --growth: checkpoints at this marker's occurrences
-};
-
-struct Suppressed {
-  uint64_t stacks = 0, bytes = 0, blocks = 0;
 };
 
 // The stack from its site outwards; the allocator's frames inside the site (operator new, the
@@ -69,25 +63,10 @@ int Leaks(const LeaksOptions& o) {
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto rows = GroupSites(p, &resolver, GroupBy::kStack);
-  SortRows(&rows, SortBy::kLeaked);
-  std::vector<SiteRow> leaks;
-  size_t stacks = 0;
-  Suppressed suppressed;
-  for (auto& r : rows) {
-    if (r.stats.in_use_blocks == 0) continue;
-    bool hidden = false;
-    for (const auto& pattern : suppressions) hidden = hidden || pattern.MatchesAnyFrame(r.stack);
-    if (hidden) {
-      suppressed.stacks += 1;
-      suppressed.bytes += r.stats.in_use_bytes;
-      suppressed.blocks += r.stats.in_use_blocks;
-      continue;
-    }
-    if (r.stats.in_use_bytes < o.min_bytes) continue;
-    ++stacks;
-    if (leaks.size() < o.limit) leaks.push_back(std::move(r));
-  }
+  LeaksView view = BuildLeaks(p, &resolver, {o.limit, o.min_bytes, std::move(suppressions)});
+  const std::vector<SiteRow>& leaks = view.leaks;
+  size_t stacks = view.stack_count;
+  const SuppressedLeaks& suppressed = view.suppressed;
   const Totals& t = p.totals;
   if (o.common.json) {
     JsonWriter json(std::cout);
@@ -156,116 +135,27 @@ int Leaks(const LeaksOptions& o) {
   return 0;
 }
 
-// One site's memory in use at each checkpoint, and the stack holding most of it at the last.
-struct GrowingSite {
-  SourceFrame site;
-  std::vector<uint64_t> bytes;  // by checkpoint
-  uint64_t in_use_at_end = 0;   // at the snapshot (the end of the capture by default)
-  uint64_t stack_id = 0;
-  uint64_t stack_bytes = 0;  // the stack's bytes at the last checkpoint
-  uint64_t Growth() const { return bytes.back() - bytes.front(); }
-};
-
-// The rule of a logical leak: over the N checkpoints, the site's bytes in use never decrease,
-// the last exceeds the first, and they rise in at least half of the N-1 steps (rounded up), so
-// one burst caught by one checkpoint is not growth.
-bool Grows(const std::vector<uint64_t>& v) {
-  if (v.size() < 2 || v.back() <= v.front()) return false;
-  size_t rises = 0;
-  for (size_t i = 1; i < v.size(); ++i) {
-    if (v[i] < v[i - 1]) return false;
-    if (v[i] > v[i - 1]) ++rises;
-  }
-  return rises * 2 >= v.size() - 1;
-}
-
-std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver) {
-  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
-  std::map<Key, GrowingSite> sites;
-  size_t n = p.checkpoints.size();
-  auto site_of = [&](uint64_t stack_id) -> GrowingSite& {
-    SourceFrame site = resolver->Site(stack_id);
-    GrowingSite& g = sites[{site.function, site.file, site.line, site.module,
-                            site.function.empty() ? site.module_offset : 0}];
-    if (g.bytes.empty()) {
-      g.site = site;
-      g.bytes.assign(n, 0);
-    }
-    return g;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    for (const auto& [stack_id, live] : p.checkpoints[i].live) {
-      GrowingSite& g = site_of(stack_id);
-      g.bytes[i] += live.first;
-      if (i + 1 == n && live.first > g.stack_bytes) {
-        g.stack_bytes = live.first;
-        g.stack_id = stack_id;
-      }
-    }
-  }
-  std::vector<GrowingSite> out;
-  for (auto& [key, g] : sites) {
-    if (Grows(g.bytes)) out.push_back(std::move(g));
-  }
-  for (auto& g : out) {  // in use at the snapshot, for contrast with the growth
-    for (const auto& [stack_id, stats] : p.stacks) {
-      SourceFrame site = resolver->Site(stack_id);
-      if (site.function == g.site.function && site.file == g.site.file &&
-          site.line == g.site.line && site.module == g.site.module &&
-          site.module_offset == g.site.module_offset) {
-        g.in_use_at_end += stats.in_use_bytes;
-      }
-    }
-  }
-  std::stable_sort(out.begin(), out.end(), [](const GrowingSite& a, const GrowingSite& b) {
-    return a.Growth() > b.Growth();
-  });
-  return out;
-}
-
 int Growth(const LeaksOptions& o) {
   if (o.windows < 2) return Complain("leaks: --windows must be 2 or more");
-  Profile first;  // for the duration
+  Profile first;  // for the markers and the duration
   if (!LoadOrComplain(o.common.capture, o.common.filters, {}, &first)) return kExitBadInput;
-  double duration = first.snapshot_seconds;
+  GrowthCheckpoints plan;
+  std::string error;
+  if (!PlanGrowthCheckpoints(first, o.windows, o.marker, &plan, &error)) {
+    return Complain("leaks: " + error);
+  }
+  const std::string& marker = plan.marker;
   ReplayOptions replay;
-  // A marker repeated at least 3 times: its occurrences (up to --windows of them, evenly picked,
-  // first and last included) are the checkpoints, each exactly before the marker.
-  std::string marker = o.marker.empty() ? MostRepeatedMarker(first.markers, 3) : o.marker;
-  std::vector<uint64_t> occurrences;
-  for (const Marker& m : first.markers) {
-    if (!m.snapshot && m.name == marker) occurrences.push_back(m.seq);
-  }
-  if (!o.marker.empty() && occurrences.size() < 2) {
-    return Complain("leaks: --marker " + o.marker + ": the capture has " +
-                    std::to_string(occurrences.size()) +
-                    " markers of that name; --growth needs 2 or more");
-  }
-  if (occurrences.size() >= 2) {
-    size_t n = std::min(o.windows, occurrences.size());
-    for (size_t k = 0; k < n; ++k) {
-      replay.checkpoint_seqs.push_back(occurrences[k * (occurrences.size() - 1) / (n - 1)]);
-    }
-  } else {
-    marker.clear();
-    for (size_t k = 1; k <= o.windows; ++k) {
-      replay.checkpoint_seconds.push_back(duration * static_cast<double>(k) /
-                                          static_cast<double>(o.windows + 1));
-    }
-  }
+  replay.checkpoint_seqs = plan.seqs;
+  replay.checkpoint_seconds = plan.seconds;
   Profile p;
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto sites = GrowingSites(p, &resolver);
-  size_t site_count = sites.size();
-  if (sites.size() > o.limit) sites.resize(o.limit);
-  size_t wanted = marker.empty() ? o.windows : replay.checkpoint_seqs.size();
-  if (p.checkpoints.size() < wanted) {
-    p.warnings.push_back("only " + std::to_string(p.checkpoints.size()) + " of " +
-                         std::to_string(o.windows) +
-                         " checkpoints could be taken (the capture has too few time marks)");
-  }
+  GrowthView view = BuildGrowth(p, &resolver, plan, o.windows, o.limit);
+  if (!view.warning.empty()) p.warnings.push_back(view.warning);
+  const std::vector<GrowingSite>& sites = view.growing;
+  size_t site_count = view.site_count;
   if (o.common.json) {
     JsonWriter json(std::cout);
     json.BeginObject();

@@ -11,6 +11,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/map.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -25,28 +26,16 @@ std::string Hex(uint64_t v) {
   return text;
 }
 
-double UsedShare(uint64_t used, uint64_t span) {
-  return span ? static_cast<double>(used) / static_cast<double>(span) : 0.0;
-}
-
 int Map(const AnalysisOptions& o) {
   Profile p;
   ReplayOptions replay;
   replay.address_map = true;
   if (!LoadOrComplain(o.capture, o.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p);
-  uint64_t in_use = 0, span = 0, largest_gap = 0, reserved = 0;
-  std::vector<SourceFrame> sites;
-  for (const AddressRegion& r : p.address_map) {
-    sites.push_back(resolver.Site(r.top_stack));
-    if (r.kind == AddressRegion::kReserved) {  // address space, not memory: apart
-      reserved += r.end - r.begin;
-      continue;
-    }
-    in_use += r.in_use_bytes;
-    span += r.end - r.begin;
-    largest_gap = std::max(largest_gap, r.largest_gap);
-  }
+  MapView view = BuildMap(p, &resolver);
+  uint64_t in_use = view.in_use_bytes, span = view.span_bytes;
+  uint64_t largest_gap = view.largest_gap, reserved = view.reserved_bytes;
+  const std::vector<SourceFrame>& sites = view.top_sites;
   if (o.json) {
     JsonWriter json(std::cout);
     json.BeginObject();

@@ -10,6 +10,7 @@
 #include "analyzer/export/api_json.h"
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/summary.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -22,16 +23,6 @@ struct SummaryOptions {
   AnalysisOptions common;
   size_t limit = 5;
 };
-
-std::vector<SiteRow> TopRows(std::vector<SiteRow> rows, SortBy by, size_t limit) {
-  SortRows(&rows, by);
-  std::vector<SiteRow> top;
-  for (auto& row : rows) {
-    if (top.size() >= limit || SortValue(row.stats, by) == 0) break;
-    top.push_back(std::move(row));
-  }
-  return top;
-}
 
 void PrintSites(const char* title, const std::vector<SiteRow>& rows, bool leaked, uint64_t whole) {
   std::cout << "\n" << title << "\n";
@@ -69,7 +60,7 @@ void WriteRows(JsonWriter* json, const char* key, const std::vector<SiteRow>& ro
 }
 
 // The program's own heaps, beside the system heap that holds their backing memory, and misuse.
-void PrintCustomHeaps(const Profile& p, StackResolver* resolver) {
+void PrintCustomHeaps(const Profile& p, uint64_t anomalies, StackResolver* resolver) {
   if (!p.heaps.empty()) {
     std::cout << "\nCustom heaps (their blocks lie inside memory the system heap counts; "
                  "BACKING: the system heap's blocks holding them at "
@@ -90,10 +81,8 @@ void PrintCustomHeaps(const Profile& p, StackResolver* resolver) {
     }
     table.Print(std::cout);
   }
-  uint64_t total = 0;
-  for (uint64_t c : p.anomaly_counts) total += c;
-  if (total == 0) return;
-  std::cout << "\nAnomalies (misuse of custom heaps): " << total << "\n";
+  if (anomalies == 0) return;
+  std::cout << "\nAnomalies (misuse of custom heaps): " << anomalies << "\n";
   for (int k = 0; k < Anomaly::kKinds; ++k) {
     if (p.anomaly_counts[k]) {
       std::cout << "  " << FormatCount(p.anomaly_counts[k]) << "  "
@@ -139,11 +128,11 @@ int Summary(const SummaryOptions& o) {
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto rows = GroupSites(p, &resolver, GroupBy::kLine);
-  auto by_peak = TopRows(rows, SortBy::kPeak, o.limit);
-  auto by_leak = TopRows(rows, SortBy::kLeaked, o.limit);
+  SummaryView view = BuildSummary(p, &resolver, o.limit);
+  const std::vector<SiteRow>& by_peak = view.top_peak;
+  const std::vector<SiteRow>& by_leak = view.top_in_use;
   const Totals& t = p.totals;
-  double peak_at = p.SecondsAt(t.peak_seq);
+  double peak_at = view.peak_seconds;
   if (o.common.json) {
     JsonWriter json(std::cout);
     json.BeginObject();
@@ -220,10 +209,9 @@ int Summary(const SummaryOptions& o) {
                                 : "the figures above are custom heap " + p.heap + "'s"});
     }
     if (!p.markers.empty()) {
-      size_t snapshots = std::count_if(p.markers.begin(), p.markers.end(),
-                                       [](const Marker& m) { return m.snapshot; });
-      facts.AddRow({"markers", FormatCount(p.markers.size() - snapshots) + " markers, " +
-                                   FormatCount(snapshots) + " snapshot requests (memlens timeline)"});
+      facts.AddRow({"markers", FormatCount(view.markers) + " markers, " +
+                                   FormatCount(view.snapshot_requests) +
+                                   " snapshot requests (memlens timeline)"});
     }
     facts.AddRow({"threads", std::to_string(p.thread_count)});
     if (uint64_t children = p.UnrecordedChildren()) {
@@ -234,7 +222,7 @@ int Summary(const SummaryOptions& o) {
     PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
     PrintSites(("Top sites by memory in use at " + p.SnapshotLabel() + ":").c_str(), by_leak, true,
                t.in_use_bytes);
-    PrintCustomHeaps(p, &resolver);
+    PrintCustomHeaps(p, view.anomalies, &resolver);
   }
   PrintWarnings(p, resolver);
   return 0;

@@ -8,6 +8,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/temporary.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -26,19 +27,10 @@ int Temporary(const TemporaryOptions& o) {
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto all = GroupSites(p, &resolver, GroupBy::kLine);
-  std::vector<SiteRow> rows;
-  uint64_t temporary_bytes = 0;
-  for (auto& r : all) {
-    temporary_bytes += r.stats.temporary_bytes;
-    if (r.stats.temporary) rows.push_back(std::move(r));
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const SiteRow& a, const SiteRow& b) {
-    if (a.stats.temporary != b.stats.temporary) return a.stats.temporary > b.stats.temporary;
-    return a.stats.temporary_bytes > b.stats.temporary_bytes;
-  });
-  size_t site_count = rows.size();
-  if (rows.size() > o.limit) rows.resize(o.limit);
+  TemporaryView view = BuildTemporary(p, &resolver, o.limit);
+  const std::vector<SiteRow>& rows = view.sites;
+  size_t site_count = view.site_count;
+  uint64_t temporary_bytes = view.temporary_bytes;
   const Totals& t = p.totals;
   auto share = [](uint64_t part, uint64_t whole) {
     return whole ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;

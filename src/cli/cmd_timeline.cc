@@ -10,6 +10,7 @@
 
 #include "analyzer/export/api_json.h"
 #include "analyzer/export/format_units.h"
+#include "analyzer/views/timeline.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -25,75 +26,33 @@ struct TimelineOptions {
 };
 
 void Draw(const Profile& p, int width, int height) {
-  double duration = std::max(p.DurationSeconds(), 1e-9);
-  std::vector<uint64_t> heap(width, 0), rss(width, 0);
-  auto column = [&](double seconds) {
-    return std::min(width - 1, static_cast<int>(seconds / duration * width));
-  };
-  for (const auto& point : p.timeline) {
-    int c = column(point.seconds);
-    heap[c] = std::max(heap[c], point.heap_bytes);
-  }
-  for (const auto& sample : p.resident) {
-    int c = column(sample.monotonic_ns / 1e9);
-    rss[c] = std::max(rss[c], sample.bytes);
-  }
-  for (int c = 1; c < width; ++c) {  // a column without a mark holds the value before it
-    if (!heap[c]) heap[c] = heap[c - 1];
-  }
-  uint64_t top = std::max(*std::max_element(heap.begin(), heap.end()),
-                          *std::max_element(rss.begin(), rss.end()));
-  top = std::max<uint64_t>(top, 1);
-  int peak_column = column(p.SecondsAt(p.totals.peak_seq));
-  std::cout << "Heap in use (#) and resident memory (.) over " << FormatSeconds(duration)
+  TimelineChart chart = BuildTimelineChart(p, width);
+  std::cout << "Heap in use (#) and resident memory (.) over " << FormatSeconds(chart.duration)
             << "; peak " << FormatBytes(p.totals.peak_bytes) << " at "
-            << FormatSeconds(p.SecondsAt(p.totals.peak_seq)) << " (^)\n";
+            << FormatSeconds(chart.peak_seconds) << " (^)\n";
   for (int row = height; row >= 1; --row) {
-    uint64_t level = top * row / height;
+    uint64_t level = chart.top * row / height;
     std::string line;
     for (int c = 0; c < width; ++c) {
-      line += heap[c] >= level ? '#' : (rss[c] >= level ? '.' : ' ');
+      line += chart.heap[c] >= level ? '#' : (chart.resident[c] >= level ? '.' : ' ');
     }
     std::string label = row == height || row == height / 2 || row == 1 ? FormatBytes(level) : "";
     std::cout << std::string(11 - std::min<size_t>(11, label.size()), ' ') << label << " |" << line << "\n";
   }
   std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n";
-  if (!p.markers.empty()) {  // markers (|) and snapshot requests (S) under their moments
-    std::string line(width, ' ');
-    for (const Marker& m : p.markers) {
-      char& c = line[column(p.SecondsAt(m.seq))];
-      c = m.snapshot ? 'S' : (c == 'S' ? 'S' : '|');
-    }
-    std::cout << "    markers  " << line << "\n";
+  if (!chart.markers.empty()) {  // markers (|) and snapshot requests (S) under their moments
+    std::cout << "    markers  " << chart.markers << "\n";
   }
-  std::cout << std::string(13 + peak_column, ' ') << "^\n"
+  std::cout << std::string(13 + chart.peak_column, ' ') << "^\n"
             << std::string(13, ' ') << "0 s" << std::string(std::max(0, width - 3 - 9), ' ')
-            << FormatSeconds(duration) << "\n";
+            << FormatSeconds(chart.duration) << "\n";
 }
 
-// The markers by name: each name's count and first and last moments; one line each.
 void ListMarkers(const Profile& p) {
   if (p.markers.empty()) return;
-  struct Seen {
-    size_t count = 0;
-    double first = 0, last = 0;
-    bool snapshot = false;
-  };
-  std::vector<std::pair<std::string, Seen>> names;  // in order of first appearance
-  for (const Marker& m : p.markers) {
-    std::string label = m.name + (m.category.empty() ? "" : " (" + m.category + ")");
-    auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.first == label; });
-    double t = p.SecondsAt(m.seq);
-    if (it == names.end()) {
-      names.push_back({label, Seen{0, t, t, m.snapshot}});
-      it = names.end() - 1;
-    }
-    it->second.count += 1;
-    it->second.last = t;
-  }
   std::cout << "\nMarkers (|) and snapshot requests (S):\n";
-  for (const auto& [label, seen] : names) {
-    std::cout << "  " << (seen.snapshot ? "snapshot " : "marker ") << label << ": ";
+  for (const MarkerName& seen : MarkersByName(p)) {
+    std::cout << "  " << (seen.snapshot ? "snapshot " : "marker ") << seen.label << ": ";
     if (seen.count == 1) {
       std::cout << "at " << FormatSeconds(seen.first) << "\n";
     } else {

@@ -4,12 +4,12 @@
 // [--sort peak|allocated|count|leaked] [--limit N]`: the TopX table of allocation sites; by
 // heap, each heap's own figures (the system heap and the program's custom heaps, side by side,
 // never added up: the custom heaps' blocks lie inside the system heap's memory).
-#include <algorithm>
 #include <iostream>
 #include <memory>
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
+#include "analyzer/views/top.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -25,40 +25,6 @@ struct TopOptions {
   size_t limit = 20;
 };
 
-// One row per heap, from each heap's own figures: its peak is its own. Heaps of one name (a name
-// reused) share a row.
-std::vector<SiteRow> HeapRows(const Profile& p) {
-  std::vector<SiteRow> rows(1);
-  rows[0].site.function = "system";
-  const Totals& t = p.totals;
-  rows[0].stats.allocations = t.allocations;
-  rows[0].stats.allocated_bytes = t.allocated_bytes;
-  rows[0].stats.peak_bytes = t.peak_bytes;
-  rows[0].stats.peak_blocks = t.peak_blocks;
-  rows[0].stats.in_use_bytes = t.in_use_bytes;
-  rows[0].stats.in_use_blocks = t.in_use_blocks;
-  rows[0].stats.python_allocated_bytes = t.python_allocated_bytes;
-  rows[0].stats.mapping_allocated_bytes = t.mapping_allocated_bytes;
-  rows[0].stats.mapping_peak_bytes = t.mapping_at_peak_bytes;
-  rows[0].stats.mapping_in_use_bytes = t.mapping_in_use_bytes;
-  for (const HeapFigures& h : p.heaps) {
-    auto it = std::find_if(rows.begin() + 1, rows.end(),
-                           [&](const SiteRow& r) { return r.site.function == h.name; });
-    if (it == rows.end()) {
-      rows.emplace_back();
-      rows.back().site.function = h.name;
-      it = rows.end() - 1;
-    }
-    it->stats.allocations += h.allocations;
-    it->stats.allocated_bytes += h.allocated_bytes;
-    it->stats.peak_bytes += h.peak_bytes;
-    it->stats.peak_blocks += h.peak_blocks;
-    it->stats.in_use_bytes += h.in_use_bytes;
-    it->stats.in_use_blocks += h.in_use_blocks;
-  }
-  return rows;
-}
-
 int Top(const TopOptions& o) {
   GroupBy group;
   SortBy sort;
@@ -71,10 +37,7 @@ int Top(const TopOptions& o) {
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   bool named = group == GroupBy::kHeap || group == GroupBy::kType;  // rows are names
-  auto rows = group == GroupBy::kHeap && o.common.filters.heap.empty() ? HeapRows(p)
-                                                                      : GroupSites(p, &resolver, group);
-  SortRows(&rows, sort);
-  if (rows.size() > o.limit) rows.resize(o.limit);
+  auto rows = BuildTop(p, &resolver, group, sort, o.limit, o.common.filters.heap.empty());
   if (o.common.json) {
     JsonWriter json(std::cout);
     json.BeginObject();

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "analyzer/export/format_units.h"
-#include "analyzer/model/call_tree.h"
+#include "analyzer/views/call_tree.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -66,8 +66,7 @@ int Tree(const TreeOptions& o) {
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
-  auto root = BuildCallTree(p, &resolver, metric, o.bottom_up);
-  PruneTree(root.get(), static_cast<uint64_t>(root->total * o.min_percent / 100.0));
+  auto root = BuildPrunedTree(p, &resolver, metric, o.bottom_up, o.min_percent);
   if (o.common.json) {
     JsonWriter json(std::cout);
     json.BeginObject();

@@ -14,6 +14,7 @@
 
 #include "analyzer/model/replay.h"
 #include "analyzer/model/sites.h"
+#include "analyzer/views/sites.h"
 
 namespace memlens::analyzer {
 

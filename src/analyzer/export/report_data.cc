@@ -12,7 +12,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/json_writer.h"
-#include "analyzer/model/call_tree.h"
+#include "analyzer/views/call_tree.h"
 #include "analyzer/reader/capture_reader.h"
 
 namespace memlens::analyzer {
@@ -65,42 +65,6 @@ class Tables {
 
 // --- flame trees -------------------------------------------------------------------------------
 
-void CollectTotals(const TreeNode& n, std::vector<uint64_t>* totals) {
-  for (const auto& c : n.children) {
-    totals->push_back(c->total);
-    CollectTotals(*c, totals);
-  }
-}
-
-// Nodes a prune at `threshold` would leave, "(other)" nodes included (the root not counted).
-size_t CountKept(const TreeNode& n, uint64_t threshold) {
-  size_t count = 0;
-  bool folds = false;
-  for (const auto& c : n.children) {
-    if (c->total >= threshold) {
-      count += 1 + CountKept(*c, threshold);
-    } else {
-      folds = true;
-    }
-  }
-  return count + (folds ? 1 : 0);
-}
-
-// The smallest threshold whose pruned tree fits in `budget` nodes. A child's total never
-// exceeds its parent's, so the nodes at or above a threshold form one connected tree.
-uint64_t ChooseThreshold(const TreeNode& root, size_t budget) {
-  if (CountKept(root, 0) <= budget) return 0;
-  std::vector<uint64_t> totals;
-  CollectTotals(root, &totals);
-  std::sort(totals.begin(), totals.end(), std::greater<>());
-  size_t keep = std::min(budget, totals.size() - 1);
-  for (;;) {
-    uint64_t threshold = totals[keep] + 1;  // keeps at most `keep` nodes
-    if (keep == 0 || CountKept(root, threshold) <= budget) return threshold;
-    keep = keep * 3 / 4;
-  }
-}
-
 void WriteTreeNode(JsonWriter* json, const TreeNode& n, Tables* tables, bool root) {
   // [frame, total, self, children?]; an "(other)" node is [-1, total, folded children].
   json->BeginArray();
@@ -122,17 +86,10 @@ void WriteTreeNode(JsonWriter* json, const TreeNode& n, Tables* tables, bool roo
   json->EndArray();
 }
 
-size_t CountNodes(const TreeNode& n) {
-  size_t count = n.pruned_children ? 1 : 0;
-  for (const auto& c : n.children) count += 1 + CountNodes(*c);
-  return count;
-}
-
 void WriteTree(JsonWriter* json, const Profile& profile, StackResolver* resolver, SortBy metric,
                const char* name, size_t budget, Tables* tables) {
-  auto root = BuildCallTree(profile, resolver, metric, false);
-  uint64_t threshold = ChooseThreshold(*root, budget);
-  PruneTree(root.get(), threshold);
+  uint64_t threshold = 0;
+  auto root = BuildBudgetTree(profile, resolver, metric, budget, &threshold);
   json->Key(name);
   json->BeginObject();
   json->Field("threshold_bytes", threshold);  // nodes below this were folded into "(other)"
@@ -141,40 +98,6 @@ void WriteTree(JsonWriter* json, const Profile& profile, StackResolver* resolver
   WriteTreeNode(json, *root, tables, true);
   json->EndObject();
 }
-
-// --- sites -------------------------------------------------------------------------------------
-
-struct Site {
-  SourceFrame frame;
-  StackStats stats;
-};
-
-class SiteIndex {
- public:
-  SiteIndex(const Profile& profile, StackResolver* resolver) : resolver_(resolver) {
-    for (const auto& [stack_id, stats] : profile.stacks) sites_[Of(stack_id)].stats.Add(stats);
-  }
-  // The line-grouped site of a stack (as `top --by line`).
-  size_t Of(uint64_t stack_id) {
-    auto found = by_stack_.find(stack_id);
-    if (found != by_stack_.end()) return found->second;
-    SourceFrame site = resolver_->Site(stack_id);
-    Key key{site.function, site.file, site.line, site.module,
-            site.function.empty() ? site.module_offset : 0};
-    auto [it, fresh] = by_key_.emplace(key, sites_.size());
-    if (fresh) sites_.push_back({site, {}});
-    by_stack_.emplace(stack_id, it->second);
-    return it->second;
-  }
-  std::vector<Site>& sites() { return sites_; }
-
- private:
-  using Key = std::tuple<std::string, std::string, uint32_t, std::string, uint64_t>;
-  StackResolver* resolver_;
-  std::map<Key, size_t> by_key_;
-  std::unordered_map<uint64_t, size_t> by_stack_;
-  std::vector<Site> sites_;
-};
 
 // --- the series --------------------------------------------------------------------------------
 
@@ -267,7 +190,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.EndObject();
 
   // Sites by line: the TopX rows, the checkpoints and the address map refer to them.
-  SiteIndex index(p, resolver);
+  LineSites index(p, resolver);
   std::vector<std::vector<std::pair<size_t, uint64_t>>> checkpoint_live;
   std::vector<uint64_t> max_live;
   for (const Checkpoint& c : p.checkpoints) {
@@ -275,7 +198,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
     for (const auto& [stack, live] : c.live) by_site[index.Of(stack)] += live.first;
     checkpoint_live.emplace_back(by_site.begin(), by_site.end());
   }
-  std::vector<Site>& sites = index.sites();
+  const std::vector<LineSite>& sites = index.sites();
   max_live.assign(sites.size(), 0);
   for (const auto& live : checkpoint_live) {
     for (const auto& [site, bytes] : live) max_live[site] = std::max(max_live[site], bytes);

@@ -105,19 +105,4 @@ bool FindProgramEndSeq(uint64_t program_end_seq, uint64_t* seq, std::string* err
   return true;
 }
 
-std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count) {
-  std::unordered_map<std::string, size_t> counts;
-  std::string best;
-  size_t best_count = 0;
-  for (const Marker& m : markers) {
-    if (m.snapshot) continue;
-    size_t c = ++counts[m.name];
-    if (c > best_count) {
-      best_count = c;
-      best = m.name;
-    }
-  }
-  return best_count >= min_count ? best : "";
-}
-
 }  // namespace memlens::analyzer

@@ -34,9 +34,4 @@ bool FindMarkerSeq(const std::vector<Marker>& markers, const SnapshotSpec& spec,
 bool FindProgramEndSeq(const std::string& path, uint64_t* seq, std::string* error);
 bool FindProgramEndSeq(uint64_t program_end_seq, uint64_t* seq, std::string* error);
 
-// The name that repeats most among the markers (at least `min_count` times; the first such
-// name on a tie), or "" when none does: the natural windows of a program with a loop
-// (a marker per frame, per request).
-std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count);
-
 }  // namespace memlens::analyzer

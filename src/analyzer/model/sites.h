@@ -2,7 +2,8 @@
 //
 // From stack ids to what users read: symbolized stacks (inlined frames expanded), the
 // allocation site of each stack (its innermost frame that is not allocator plumbing: operator
-// new, code instantiated from system headers such as std::allocator), and rows of StackStats grouped by function, source line, module or stack.
+// new, code instantiated from system headers such as std::allocator), and what tells frames and
+// stacks apart. The rows grouped from them are a view: analyzer/views/sites.h.
 //
 // Runs on: the analyzer's main thread.
 #pragma once
@@ -85,18 +86,6 @@ class StackResolver {
 // console-script launcher (bin/black) imports its function from; "" otherwise.
 std::string EntryPackage(const Profile& profile);
 
-// kHeap and kType group by the annotation frames of custom heaps' blocks (a row "system" or
-// "(untyped)" for the rest).
-enum class GroupBy { kFunction, kLine, kModule, kStack, kHeap, kType };
-enum class SortBy { kPeak, kAllocated, kCount, kLeaked };
-
-struct SiteRow {
-  SourceFrame site;                 // the grouping frame (function / line / module fields)
-  Stack stack;                      // full stack, innermost first (GroupBy::kStack only)
-  uint64_t stack_id = 0;            // GroupBy::kStack only: the first of the stacks it groups
-  StackStats stats;
-};
-
 // The type name of a custom heap's block ("(untyped)" when it has none), and its heap's name
 // (the profile's heap for a stack without a heap annotation), from a stack's annotation frames.
 std::string TypeOf(const Stack& frames);
@@ -105,12 +94,5 @@ std::string HeapOf(const Profile& profile, const Stack& frames);
 // for a frame without a function name). StackKey is that of every frame of a stack, in order.
 std::string FrameKey(const SourceFrame& frame);
 std::string StackKey(const Stack& frames);
-// GroupBy::kStack groups the stacks whose frames, as Frames() gives them, are the same return
-// addresses: those that differ only in frames the resolver folds or hides.
-std::vector<SiteRow> GroupSites(const Profile& profile, StackResolver* resolver, GroupBy by);
-void SortRows(std::vector<SiteRow>* rows, SortBy by);
-uint64_t SortValue(const StackStats& s, SortBy by);
-bool ParseGroupBy(const std::string& text, GroupBy* out);
-bool ParseSortBy(const std::string& text, SortBy* out);
 
 }  // namespace memlens::analyzer

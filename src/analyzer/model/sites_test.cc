@@ -1,6 +1,7 @@
 // StackResolver::Site resolves only the frames that decide a stack's allocation site: it must
 // name the same frame as resolving the whole stack and applying SiteIndex.
 #include "analyzer/model/sites.h"
+#include "analyzer/views/sites.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// src/analyzer/model/call_tree.h
+// src/analyzer/views/call_tree.h
 //
 // The call tree of a profile weighted by one metric (bytes at peak, allocated, leaked, or
 // allocation count): top-down from the program's entry to each allocation site, or bottom-up
@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "analyzer/model/sites.h"
+#include "analyzer/views/sites.h"
 
 namespace memlens::analyzer {
 
@@ -35,5 +35,15 @@ std::unique_ptr<TreeNode> BuildCallTree(const Profile& profile, StackResolver* r
 // Removes every node whose total is below min_total (their bytes stay counted in the parent's
 // pruned_total), and sorts the remaining children by total, largest first.
 void PruneTree(TreeNode* node, uint64_t min_total);
+
+// The tree `memlens tree` shows: nodes under `min_percent` of the whole folded.
+std::unique_ptr<TreeNode> BuildPrunedTree(const Profile& profile, StackResolver* resolver,
+                                          SortBy metric, bool bottom_up, double min_percent);
+// The report's flame trees: top-down, pruned at the smallest threshold (*threshold) whose tree
+// fits in `budget` nodes, "(other)" folds included.
+std::unique_ptr<TreeNode> BuildBudgetTree(const Profile& profile, StackResolver* resolver,
+                                          SortBy metric, size_t budget, uint64_t* threshold);
+// Nodes under `node`, one per "(other)" fold included, `node` itself not.
+size_t CountNodes(const TreeNode& node);
 
 }  // namespace memlens::analyzer

@@ -1,0 +1,34 @@
+// src/analyzer/views/map.h
+//
+// The address-map view (`memlens map`): the live set's address space at the snapshot, for
+// fragmentation. The regions are the profile's (ReplayOptions::address_map); this adds the site
+// holding most of each region's bytes and the figures over all regions, the reserved ones
+// (PROT_NONE: address space, not memory) counted apart.
+//
+// Runs on: the analyzer's main thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "analyzer/model/replay.h"
+#include "analyzer/model/sites.h"
+
+namespace memlens::analyzer {
+
+struct MapView {
+  uint64_t in_use_bytes = 0;    // in the regions that are not reserved
+  uint64_t span_bytes = 0;      // their spans
+  uint64_t largest_gap = 0;     // the largest free gap inside one of them
+  uint64_t reserved_bytes = 0;  // the reserved regions' spans
+  std::vector<SourceFrame> top_sites;  // by region, as Profile::address_map
+};
+
+MapView BuildMap(const Profile& profile, StackResolver* resolver);
+
+// used / span, 0 for an empty span.
+inline double UsedShare(uint64_t used, uint64_t span) {
+  return span ? static_cast<double>(used) / static_cast<double>(span) : 0.0;
+}
+
+}  // namespace memlens::analyzer
