@@ -27,6 +27,11 @@ class Capture {
   // The capture's snapshot index, read on first use; null when it has none or a stale one, or
   // when MEMLENS_INDEX=0.
   const SnapshotIndex* Index();
+  // How long the capture lasts (the end record's time, else the last time mark's), for the
+  // views that place moments across it before they load it (report's checkpoints): from the
+  // index's copy of the metadata when it has one, no chunk of the capture read; else from the
+  // capture, its events not replayed. Returns false with one line in *error when unreadable.
+  bool DurationSeconds(double* seconds, std::string* error);
   // An index just built for it (BuildSnapshotIndex, or a replay that wrote one).
   void SetIndex(const SnapshotIndex& index) { index_ = index; }
 
