@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "analyzer/model/capture.h"
 #include "analyzer/model/replay_test_capture.h"
 #include "analyzer/model/snapshot_index.h"
 
@@ -135,6 +136,52 @@ TEST(Replay, WithoutTheProgramsEndExitIsTheProcesssEnd) {
   for (const std::string& index : IndexPathsFor(path)) std::remove(index.c_str());
 }
 
+
+// One Capture for every load of a capture (capture.h): the index a load builds serves the next
+// without being read back, and the duration comes from the index's copy of the metadata, the
+// same as from the capture itself.
+TEST(Capture, OpenedOnceServesEveryLoadAndTheDuration) {
+  unsetenv("MEMLENS_INDEX");
+  CaptureBuilder b;
+  b.Add(EventKind::kMalloc, 0xa0, 100, 1);
+  b.Add(EventKind::kMalloc, 0xb0, 50, 2);
+  b.Add(EventKind::kFree, 0xa0);
+  const std::string bytes = b.File(true);  // ends at 1000 ns
+  const std::string path = Save(bytes);
+  std::string error, file;
+  Capture capture(path);
+  EXPECT_TRUE(capture.found());
+  EXPECT_EQ(capture.stamp().size, bytes.size());
+  EXPECT_EQ(capture.Index(), nullptr);
+  double from_capture = -1;
+  ASSERT_TRUE(capture.DurationSeconds(&from_capture, &error)) << error;
+  EXPECT_DOUBLE_EQ(from_capture, 1000 / 1e9);
+  SnapshotSpec peak;
+  ASSERT_TRUE(ParseCaptureArgument(path + "@peak", &file, &peak, &error));
+  Profile at_peak;
+  ASSERT_TRUE(LoadProfile(&capture, peak, ReplayOptions{}, &at_peak, &error)) << error;
+  EXPECT_EQ(at_peak.totals.in_use_bytes, 150u);
+  EXPECT_EQ(at_peak.stacks[1].in_use_bytes, 100u);
+  const SnapshotIndex* index = capture.Index();  // the one the load built
+  ASSERT_NE(index, nullptr);
+  EXPECT_EQ(index->peak_bytes, 150u);
+  double from_index = -1;
+  ASSERT_TRUE(capture.DurationSeconds(&from_index, &error)) << error;
+  EXPECT_DOUBLE_EQ(from_index, from_capture);
+  EXPECT_DOUBLE_EQ(from_index, at_peak.DurationSeconds());
+  Profile at_end;
+  ASSERT_TRUE(LoadProfile(&capture, SnapshotSpec{}, ReplayOptions{}, &at_end, &error)) << error;
+  EXPECT_EQ(at_end.from_checkpoint_seq, 3u);  // from the index's end: no event replayed
+  EXPECT_EQ(at_end.totals.in_use_bytes, 50u);
+  std::remove(path.c_str());
+  for (const std::string& i : IndexPathsFor(path)) std::remove(i.c_str());
+
+  Capture missing(path);  // gone now: the load says why, as for a path
+  EXPECT_FALSE(missing.found());
+  Profile none;
+  EXPECT_FALSE(LoadProfile(&missing, SnapshotSpec{}, ReplayOptions{}, &none, &error));
+  EXPECT_NE(error.find("No such file"), std::string::npos) << error;
+}
 
 }  // namespace
 }  // namespace memlens::analyzer

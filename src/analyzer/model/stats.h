@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 
 namespace memlens::analyzer {
 
@@ -61,6 +62,9 @@ inline constexpr StackStatField kStackStatFields[] = {
     {&StackStats::temporary, "", true},
     {&StackStats::temporary_bytes, "", false},
 };
+
+// A field added to StackStats and not to its list fails here.
+static_assert(sizeof(StackStats) == std::size(kStackStatFields) * sizeof(uint64_t));
 
 inline void StackStats::Add(const StackStats& o) {
   for (const StackStatField& f : kStackStatFields) this->*f.member += o.*f.member;
@@ -151,5 +155,6 @@ inline constexpr TotalsField kTotalsFields[] = {
     {&Totals::dropped_events, "dropped_events", false, false},
     {&Totals::events, "events", false, true},
 };
+static_assert(sizeof(Totals) == std::size(kTotalsFields) * sizeof(uint64_t));
 
 }  // namespace memlens::analyzer
