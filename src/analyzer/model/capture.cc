@@ -30,8 +30,12 @@ class DurationProbe : public format::RecordVisitor {
     last_ns_ = 0;
     end_ns_ = -1;
   }
-  void OnTime(const format::TimeRecord& r) override { last_ns_ = std::max(last_ns_, r.monotonic_ns); }
-  void OnEnd(const format::EndRecord& r) override { end_ns_ = static_cast<int64_t>(r.monotonic_ns); }
+  void OnTime(const format::TimeRecord& r) override {
+    last_ns_ = std::max(last_ns_, r.monotonic_ns);
+  }
+  void OnEnd(const format::EndRecord& r) override {
+    end_ns_ = static_cast<int64_t>(r.monotonic_ns);
+  }
   double Seconds() const { return (end_ns_ >= 0 ? end_ns_ : static_cast<int64_t>(last_ns_)) / 1e9; }
 
  private:

@@ -17,7 +17,8 @@ void Timeline::Take(uint64_t before_seq, uint64_t live_bytes, Profile* p) {
 
 void Timeline::ResumeAt(uint64_t seq, std::vector<TimelinePoint> points, Profile* p) {
   p->timeline = std::move(points);
-  while (!pending_.empty() && pending_.front().seq <= seq) pending_.pop_front();  // marks read since are still due
+  // The marks read since are still due.
+  while (!pending_.empty() && pending_.front().seq <= seq) pending_.pop_front();
 }
 
 void Checkpoints::OnTimeMark(const format::TimeRecord& r) {

@@ -17,7 +17,8 @@ void Replayer::SaveState(std::string* out) const {
   for (const TotalsField& f : kTotalsFields) {
     if (f.replayed) Put(out, p_->totals.*f.member);
   }
-  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, mapping_live_bytes_, reserved_bytes_}) {
+  for (uint64_t v :
+       {live_bytes_, live_blocks_, peak_epoch_, mapping_live_bytes_, reserved_bytes_}) {
     Put(out, v);
   }
   uint64_t touched = 0;
