@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "analyzer/export/format_units.h"
+#include "analyzer/model/capture.h"
 #include "analyzer/model/runtime_allocations.h"
 
 namespace memlens::cli {
@@ -92,10 +93,12 @@ bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
   }
   replay.thread = filters.thread;
   replay.heap = filters.heap;
-  if (analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error) &&
-      analyzer::LoadProfile(path, snapshot, replay, profile, &error)) {
-    return true;
+  if (!analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error)) {
+    Complain(error);
+    return false;
   }
+  analyzer::Capture capture(path);  // opened once for the whole load (capture.h)
+  if (analyzer::LoadProfile(&capture, snapshot, replay, profile, &error)) return true;
   Complain(error);
   return false;
 }
@@ -114,14 +117,7 @@ int Complain(const std::string& message) {
 }
 
 bool LoadOrComplain(const std::string& argument, Profile* profile) {
-  std::string path, error;
-  analyzer::SnapshotSpec snapshot;
-  if (analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error) &&
-      analyzer::LoadProfile(path, snapshot, profile, &error)) {
-    return true;
-  }
-  Complain(error);
-  return false;
+  return LoadOrComplain(argument, FilterOptions{}, analyzer::ReplayOptions{}, profile);
 }
 
 bool LoadOrComplain(const AnalysisOptions& options, Profile* profile) {

@@ -11,6 +11,7 @@
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/report_data.h"
 #include "analyzer/export/report_html.h"
+#include "analyzer/model/capture.h"
 #include "analyzer/model/runtime_allocations.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
@@ -44,13 +45,14 @@ int Report(const ReportOptions& o) {
   SnapshotSpec snapshot;
   if (!ParseCaptureArgument(o.capture, &path, &snapshot, &error)) return Complain(error);
   double duration = 0;
-  if (!ProbeCaptureDuration(path, &duration, &error)) return Complain(error);
+  Capture capture(path);  // opened once: the duration from its index when it has one
+  if (!capture.DurationSeconds(&duration, &error)) return Complain(error);
   ReplayOptions replay;
   replay.checkpoint_seconds = ReportCheckpointTimes(duration, o.checkpoints);
   replay.address_map = true;
   replay.heap = o.heap;
   Profile p;
-  if (!LoadProfile(path, snapshot, replay, &p, &error)) return Complain(error);
+  if (!LoadProfile(&capture, snapshot, replay, &p, &error)) return Complain(error);
   StackOptions stacks;
   stacks.interpreter_frames = o.interpreter_frames;
   StackResolver resolver(p, stacks);

@@ -3,6 +3,9 @@
 // Replaying a capture: every event in sequence order updates the live set, so that the
 // analyzer knows, per call stack, what was allocated, what was live at the peak of the whole
 // heap, and what was still live at the end. The result, a Profile, is what every view reads.
+// This header is the model's interface: the figures (stats.h), the moment (capture_argument.h),
+// the Profile and LoadProfile; the replay (replayer.h, replay_figures.h) and the load policy
+// (load_profile.cc) are behind it.
 //
 // "In use" counts the heap (malloc-family blocks and Python's allocator) and the program's
 // own anonymous mappings, the parts of them it can access (format::MappingCounts): PROT_NONE
@@ -17,106 +20,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analyzer/model/capture_argument.h"
 #include "analyzer/model/custom_heaps.h"
+#include "analyzer/model/stats.h"
 #include "analyzer/reader/capture_reader.h"
 #include "format/records.h"
 
 namespace memlens::analyzer {
-
-struct StackStats {
-  uint64_t allocations = 0;
-  uint64_t allocated_bytes = 0;
-  uint64_t peak_bytes = 0;  // live bytes of this stack at the moment of the global peak
-  uint64_t peak_blocks = 0;
-  uint64_t in_use_bytes = 0;  // live bytes at the end of the capture
-  uint64_t in_use_blocks = 0;
-  // The parts of the byte counts above that came from Python's allocator (the MEM and OBJ
-  // domains and RAW); the rest is native memory (malloc, mmap...).
-  uint64_t python_allocated_bytes = 0;
-  uint64_t python_peak_bytes = 0;
-  uint64_t python_in_use_bytes = 0;
-  // The parts that were anonymous mappings the program made itself (mmap, or a reservation's
-  // range that mprotect committed); the rest, heap, is the malloc family and Python's.
-  uint64_t mapping_allocated_bytes = 0;
-  uint64_t mapping_peak_bytes = 0;
-  uint64_t mapping_in_use_bytes = 0;
-  // Temporary allocations: freed by the thread that made them before it allocated anything
-  // else (a buffer made, used and dropped at once, the pattern worth hoisting or reusing).
-  uint64_t temporary = 0;
-  uint64_t temporary_bytes = 0;
-
-  void Add(const StackStats& o) {
-    temporary += o.temporary;
-    temporary_bytes += o.temporary_bytes;
-    allocations += o.allocations;
-    allocated_bytes += o.allocated_bytes;
-    peak_bytes += o.peak_bytes;
-    peak_blocks += o.peak_blocks;
-    in_use_bytes += o.in_use_bytes;
-    in_use_blocks += o.in_use_blocks;
-    python_allocated_bytes += o.python_allocated_bytes;
-    python_peak_bytes += o.python_peak_bytes;
-    python_in_use_bytes += o.python_in_use_bytes;
-    mapping_allocated_bytes += o.mapping_allocated_bytes;
-    mapping_peak_bytes += o.mapping_peak_bytes;
-    mapping_in_use_bytes += o.mapping_in_use_bytes;
-  }
-};
-
-struct Totals {
-  uint64_t allocations = 0;
-  uint64_t allocated_bytes = 0;
-  uint64_t frees = 0;
-  uint64_t peak_bytes = 0;
-  uint64_t peak_blocks = 0;
-  uint64_t peak_seq = 0;
-  uint64_t in_use_bytes = 0;
-  uint64_t in_use_blocks = 0;
-  // In use at the snapshot but kept by the C/C++ runtime for the life of the process, once
-  // SetRuntimeApart (runtime_allocations.h) has taken them out of in_use_*.
-  uint64_t runtime_bytes = 0;
-  uint64_t runtime_blocks = 0;
-  uint64_t python_allocated_bytes = 0;  // part of allocated_bytes from Python's allocator
-  // The heap (malloc family, Python's allocator) and the mappings apart (StackStats): each
-  // one's own peak (the highest it reached, at whatever moment), its part of peak_bytes (the two
-  // add up to it), and its part of in_use_bytes and allocated_bytes.
-  uint64_t heap_peak_bytes = 0;
-  uint64_t mapping_peak_bytes = 0;
-  uint64_t mapping_at_peak_bytes = 0;
-  uint64_t mapping_in_use_bytes = 0;
-  uint64_t mapping_allocated_bytes = 0;
-  // Address space the program's anonymous mappings reserved (PROT_NONE) at the snapshot: in no
-  // figure above.
-  uint64_t reserved_bytes = 0;
-  // pymalloc's arenas: memory Python's small-object allocator holds from the system, apart
-  // from the objects in them (which the totals above count).
-  uint64_t arena_peak_bytes = 0;
-  uint64_t arena_in_use_bytes = 0;
-  // What replaces them in a free-threaded build: the address space mimalloc mapped from inside
-  // Python's allocator (its arenas, reserved a GiB at a time and committed as used).
-  uint64_t mimalloc_peak_bytes = 0;
-  uint64_t mimalloc_in_use_bytes = 0;
-  uint64_t temporary = 0;          // see StackStats::temporary
-  uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
-  uint64_t dropped_events = 0;
-  uint64_t events = 0;
-};
-
-// Which moment of a capture a profile describes: the "in use" figures (in_use_*) are what was
-// live then. Written after the capture's path: FILE@end (the end of the process), FILE@peak,
-// FILE@t=2.5s, FILE@marker:NAME[#K] (just before the K-th marker NAME, from 1),
-// FILE@snapshot:NAME[#K] (just before the K-th snapshot the program asked for under NAME),
-// FILE@program-end (just before a Python program's own code ended: format::kProgramEnd). With
-// no specifier, "exit": the program's end when the capture has one, else the process's end
-// (LoadProfile decides; the spec's text stays empty).
-struct SnapshotSpec {
-  enum Kind { kEnd, kPeak, kTime, kMarker, kSnapshot, kProgramEnd };
-  Kind kind = kEnd;
-  double seconds = 0;       // kTime: since the start of recording
-  std::string name;         // kMarker, kSnapshot
-  uint64_t occurrence = 1;  // kMarker, kSnapshot: the K-th of that name
-  std::string text;         // as the user wrote it ("peak", "t=2.5s"), empty for the end
-};
 
 // A marker or a snapshot request the program made (memlens_add_marker, memlens_take_snapshot).
 struct Marker {
@@ -125,11 +35,6 @@ struct Marker {
   bool snapshot = false;
   uint64_t seq = 0;  // its place in the sequence of events
 };
-
-// Splits "FILE@SPEC" into the path and the snapshot. A path with no known @SPEC suffix is
-// all path. Returns false with one line in *error for a malformed specifier.
-bool ParseCaptureArgument(const std::string& argument, std::string* path, SnapshotSpec* spec,
-                          std::string* error);
 
 struct TimelinePoint {
   double seconds = 0;
@@ -275,6 +180,11 @@ struct Profile {
 // becomes a warning in the profile. A snapshot at the peak replays the capture twice.
 bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot,
                  const ReplayOptions& options, Profile* profile, std::string* error);
+// The same for a capture opened already (capture.h): the file is stamped, and its index read,
+// once for every load of it.
+class Capture;
+bool LoadProfile(Capture* capture, const SnapshotSpec& snapshot, const ReplayOptions& options,
+                 Profile* profile, std::string* error);
 inline bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, Profile* profile,
                         std::string* error) {
   return LoadProfile(path, snapshot, ReplayOptions{}, profile, error);

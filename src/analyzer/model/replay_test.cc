@@ -1,77 +1,22 @@
 // Replay of hand-built captures: exact totals, peak contributions, leaks, realloc and
-// partial munmap accounting, and the reader's handling of cut-short files.
+// partial munmap accounting, temporaries, histograms, checkpoints, the address map, sampling.
+// (The load policy's tests: load_profile_test.cc.)
 #include "analyzer/model/replay.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 
-#include "analyzer/model/snapshot_index.h"
-#include "format/chunk.h"
-#include "format/record_encoder.h"
+#include "analyzer/model/replay_test_capture.h"
 
 namespace memlens::analyzer {
 namespace {
 
 using format::EventKind;
-
-class CaptureBuilder {
- public:
-  explicit CaptureBuilder(uint64_t sample_rate = 0) : enc_(&payload_) {
-    enc_.Process({1, 0, 0, 0, "/bin/test", {"test"}, "0"});
-    if (sample_rate) enc_.Sampling({sample_rate});
-    for (int i = 0; i < 4; ++i) enc_.StackNode({0, 0x1000u + i});  // stacks 1..4, depth 1
-  }
-  // Events are given in order; each lands in the batch of its thread.
-  void Add(EventKind kind, uint64_t address, uint64_t size = 0, uint64_t stack = 0,
-           uint32_t thread = 1) {
-    enc_.BeginEvents(thread);
-    enc_.AddEvent({seq_++, kind, address, size, stack, thread});
-    enc_.EndEvents();
-  }
-  format::RecordEncoder& encoder() { return enc_; }
-  // The next sequence number, for events written through encoder() directly.
-  uint64_t NextSeq() { return seq_++; }
-  // Ends the chunk being written; what follows goes into the next one.
-  void NextChunk() {
-    enc_.FinishEvents();
-    format::ChunkCompressor().AppendChunk(payload_, &chunks_);
-    payload_.clear();
-    enc_.NextChunk();
-  }
-  std::string File(bool with_end) {
-    enc_.FinishEvents();
-    if (with_end) enc_.End({format::EndReason::kExit, 1000, seq_, 0, 0});
-    std::string file = format::EncodeFileHeader() + chunks_;
-    format::ChunkCompressor().AppendChunk(payload_, &file);
-    return file;
-  }
-
- private:
-  std::string chunks_;  // the chunks ended so far
-  std::string payload_;
-  format::RecordEncoder enc_;
-  uint64_t seq_ = 0;
-};
-
-std::string Save(const std::string& bytes) {
-  char path[] = "/tmp/memlens-replay-test-XXXXXX";
-  int fd = mkstemp(path);
-  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  close(fd);
-  return path;
-}
-
-Profile Load(const std::string& bytes) {
-  std::string path = Save(bytes);
-  Profile p;
-  std::string error;
-  EXPECT_TRUE(LoadProfile(path, &p, &error)) << error;
-  std::remove(path.c_str());
-  return p;
-}
+using testing::CaptureBuilder;
+using testing::Load;
+using testing::Save;
 
 TEST(Replay, PeakLeaksAndPerStackShares) {
   CaptureBuilder b;
@@ -249,33 +194,6 @@ TEST(Replay, LargeHeapsReplayExactlyThroughTheGroupedPath) {
   EXPECT_EQ(p.totals.in_use_blocks, kKept);
 }
 
-TEST(Replay, TruncatedCaptureKeepsWhatWasRead) {
-  CaptureBuilder b;
-  b.Add(EventKind::kMalloc, 0xa0, 100, 1);
-  std::string first = b.File(false);
-  std::string file = first + first.substr(format::kFileHeaderSize, 30);  // half a second chunk
-  Profile p = Load(file);
-  EXPECT_EQ(p.totals.allocated_bytes, 100u);
-  EXPECT_NE(p.read.damage.find("truncated"), std::string::npos) << p.read.damage;
-}
-
-TEST(Replay, CaptureWithoutRecordsIsAnError) {
-  std::string path = Save(format::EncodeFileHeader());
-  Profile p;
-  std::string error;
-  EXPECT_FALSE(LoadProfile(path, &p, &error));
-  EXPECT_NE(error.find("holds no recording"), std::string::npos) << error;
-  std::remove(path.c_str());
-  EXPECT_FALSE(LoadProfile("/nonexistent/capture.mlens", &p, &error));
-  EXPECT_NE(error.find("No such file"), std::string::npos) << error;
-}
-
-}  // namespace
-}  // namespace memlens::analyzer
-
-namespace memlens::analyzer {
-namespace {
-
 TEST(Replay, TemporariesHistogramCheckpointsAndAddressMap) {
   CaptureBuilder b;
   format::RecordEncoder& enc = b.encoder();
@@ -344,11 +262,6 @@ TEST(Replay, AddressMapLargestGap) {
   EXPECT_EQ(p.address_map[0].blocks, 4u);
 }
 
-}  // namespace
-}  // namespace memlens::analyzer
-
-namespace memlens::analyzer {
-namespace {
 
 // docs/sampling.md: a recorded block of s bytes stands for s/p bytes and 1/p blocks, where
 // p = 1 - exp(-s/rate) is the chance it was recorded.
@@ -420,47 +333,6 @@ TEST(Replay, DamagedStackIdsAndThreadIndexesDoNotSizeTables) {
       << p.warnings[0];
 }
 
-// A damaged snapshot index: sizes that wrap around, or that claim more than the compressed
-// frame holds, are refused before anything is allocated for them.
-TEST(SnapshotIndex, DamagedSizesAreRefusedNotAllocated) {
-  CaptureBuilder b;
-  for (uint64_t i = 0; i < 8; ++i) b.Add(EventKind::kMalloc, 0x100 * (i + 1), 10, 1);
-  const std::string path = Save(b.File(true));
-  setenv("MEMLENS_INDEX_SPACING", "2", 1);
-  setenv("XDG_CACHE_HOME", "/nonexistent", 1);
-  SnapshotIndex index;
-  std::string error, state;
-  ASSERT_TRUE(BuildSnapshotIndex(path, &index, &error)) << error;
-  ASSERT_TRUE(LoadSnapshotIndex(path, &index));
-  ASSERT_FALSE(index.checkpoints.empty());
-  IndexCheckpoint claimed = index.checkpoints[0];
-  claimed.raw_size = uint64_t{1} << 40;  // the frame says otherwise
-  EXPECT_FALSE(ReadCheckpointState(index, claimed, &state));
-  claimed = index.checkpoints[0];
-  claimed.blob_size = ~uint64_t{0} - claimed.blob_offset + 1;  // offset + size wraps to 0
-  EXPECT_FALSE(ReadCheckpointState(index, claimed, &state));
-  EXPECT_TRUE(ReadCheckpointState(index, index.checkpoints[0], &state));
-
-  // The trailer's table offset and size add up to the file's size only by wrapping around.
-  std::FILE* f = std::fopen(index.path.c_str(), "r+b");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(fseeko(f, 0, SEEK_END), 0);
-  const uint64_t file_size = ftello(f), stored_size = ~uint64_t{0} - 7,
-                 table_offset = file_size - 32 - stored_size;  // modulo 2^64
-  ASSERT_EQ(fseeko(f, file_size - 32, SEEK_SET), 0);
-  ASSERT_EQ(std::fwrite(&table_offset, 8, 1, f), 1u);
-  ASSERT_EQ(std::fwrite(&stored_size, 8, 1, f), 1u);
-  std::fclose(f);
-  SnapshotIndex damaged;
-  EXPECT_FALSE(LoadSnapshotIndex(path, &damaged));
-  unsetenv("MEMLENS_INDEX_SPACING");
-  unsetenv("XDG_CACHE_HOME");
-  std::remove(index.path.c_str());
-  std::remove(path.c_str());
-}
-
-}  // namespace
-
 // A damaged capture may claim any size: it lands in the last bucket, never past the table (the
 // fuzzer's input corpus/capture/crash-size-past-the-buckets wrote past it).
 TEST(Replay, SizesPastTheLastBucketLandInIt) {
@@ -470,59 +342,6 @@ TEST(Replay, SizesPastTheLastBucketLandInIt) {
   EXPECT_EQ(SizeBucketOf(4096), 12);
 }
 
-// A Python program's own end (kProgramEnd) is "exit" by default; @end is still the process's.
-TEST(Replay, ExitIsTheProgramsEndWhenTheCaptureHasOne) {
-  CaptureBuilder b;
-  b.Add(EventKind::kMalloc, 0xa0, 100, 1);  // a module global
-  b.Add(EventKind::kProgramEnd, 0);
-  b.Add(EventKind::kMalloc, 0xb0, 30, 2);  // an atexit handler's, never freed
-  b.Add(EventKind::kFree, 0xa0);           // the interpreter's shutdown
-  std::string path = Save(b.File(true));
-  std::string error;
-  for (bool indexed : {false, true}) {  // the second time, from the index the first one built
-    SnapshotSpec spec;
-    Profile at_exit;
-    ASSERT_TRUE(LoadProfile(path, spec, &at_exit, &error)) << error;
-    EXPECT_TRUE(at_exit.AtProgramEndByDefault()) << indexed;
-    EXPECT_EQ(at_exit.program_end_seq, 1u);
-    EXPECT_EQ(at_exit.totals.in_use_bytes, 100u);
-    EXPECT_EQ(at_exit.stacks[1].in_use_bytes, 100u);
-    EXPECT_EQ(at_exit.stacks.count(2), 0u);
-    EXPECT_EQ(at_exit.SnapshotLabel(), "exit");
-    Profile process_end;
-    std::string file;
-    ASSERT_TRUE(ParseCaptureArgument(path + "@end", &file, &spec, &error));
-    ASSERT_TRUE(LoadProfile(file, spec, &process_end, &error)) << error;
-    EXPECT_EQ(process_end.totals.in_use_bytes, 30u);
-    EXPECT_EQ(process_end.SnapshotLabel(), "the end of the process");
-    Profile program_end;
-    ASSERT_TRUE(ParseCaptureArgument(path + "@program-end", &file, &spec, &error));
-    EXPECT_EQ(spec.kind, SnapshotSpec::kProgramEnd);
-    ASSERT_TRUE(LoadProfile(file, spec, &program_end, &error)) << error;
-    EXPECT_EQ(program_end.totals.in_use_bytes, 100u);
-    EXPECT_FALSE(program_end.AtProgramEndByDefault());
-  }
-  std::remove(path.c_str());
-  for (const std::string& index : IndexPathsFor(path)) std::remove(index.c_str());
-}
 
-TEST(Replay, WithoutTheProgramsEndExitIsTheProcesssEnd) {
-  CaptureBuilder b;
-  b.Add(EventKind::kMalloc, 0xa0, 100, 1);
-  b.Add(EventKind::kFree, 0xa0);
-  std::string path = Save(b.File(true));
-  Profile p;
-  std::string error, file;
-  ASSERT_TRUE(LoadProfile(path, &p, &error)) << error;
-  EXPECT_EQ(p.snapshot.kind, SnapshotSpec::kEnd);
-  EXPECT_EQ(p.SnapshotLabel(), "exit");
-  SnapshotSpec spec;
-  ASSERT_TRUE(ParseCaptureArgument(path + "@program-end", &file, &spec, &error));
-  Profile none;
-  EXPECT_FALSE(LoadProfile(file, spec, &none, &error));
-  EXPECT_NE(error.find("no end of a Python program's code"), std::string::npos) << error;
-  std::remove(path.c_str());
-  for (const std::string& index : IndexPathsFor(path)) std::remove(index.c_str());
-}
-
+}  // namespace
 }  // namespace memlens::analyzer

@@ -76,6 +76,16 @@ bool ReadAt(std::FILE* f, uint64_t offset, uint64_t size, std::string* out) {
 
 using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
 
+std::string Header(const CaptureStamp& capture) {
+  std::string h(kHeaderMagic, sizeof kHeaderMagic);
+  PutFixed64(&h, kIndexVersion | uint64_t{capture.first_chunk_crc} << 32);
+  PutFixed64(&h, capture.size);
+  PutFixed64(&h, capture.mtime_ns);
+  return h;
+}
+
+}  // namespace
+
 bool StatCapture(const std::string& path, CaptureStamp* stamp) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return false;
@@ -91,16 +101,6 @@ bool StatCapture(const std::string& path, CaptureStamp* stamp) {
   }
   return true;
 }
-
-std::string Header(const CaptureStamp& capture) {
-  std::string h(kHeaderMagic, sizeof kHeaderMagic);
-  PutFixed64(&h, kIndexVersion | uint64_t{capture.first_chunk_crc} << 32);
-  PutFixed64(&h, capture.size);
-  PutFixed64(&h, capture.mtime_ns);
-  return h;
-}
-
-}  // namespace
 
 uint64_t StateReader::Next() {
   uint64_t v = 0;
@@ -161,7 +161,11 @@ std::vector<std::string> IndexPathsFor(const std::string& capture_path) {
 
 bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index) {
   CaptureStamp capture;
-  if (!StatCapture(capture_path, &capture)) return false;
+  return StatCapture(capture_path, &capture) && LoadSnapshotIndex(capture_path, capture, index);
+}
+
+bool LoadSnapshotIndex(const std::string& capture_path, const CaptureStamp& capture,
+                       SnapshotIndex* index) {
   const std::string expected = Header(capture);
   for (const std::string& path : IndexPathsFor(capture_path)) {
     File f(std::fopen(path.c_str(), "rb"), std::fclose);

@@ -24,7 +24,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 6;
+inline constexpr uint32_t kIndexVersion = 7;
 
 // What identifies the capture an index was made from. Size and mtime alone may match a capture
 // recorded again in its place (an mtime is only as fine as the kernel's clock tick); the first
@@ -98,6 +98,11 @@ bool BuildSnapshotIndex(const std::string& capture_path, SnapshotIndex* index, s
 
 // Returns false when there is no index for this capture or it is stale.
 bool LoadSnapshotIndex(const std::string& capture_path, SnapshotIndex* index);
+// The same for a capture stamped already (Capture, capture.h): its file is not opened again.
+bool LoadSnapshotIndex(const std::string& capture_path, const CaptureStamp& stamp,
+                       SnapshotIndex* index);
+// The capture's stamp as it is now; false when it cannot be found.
+bool StatCapture(const std::string& path, CaptureStamp* stamp);
 bool ReadCheckpointState(const SnapshotIndex& index, const IndexCheckpoint& checkpoint,
                          std::string* state);
 bool ReadIndexMetadata(const SnapshotIndex& index, std::vector<std::string>* segments);

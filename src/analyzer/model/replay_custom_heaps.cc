@@ -1,0 +1,146 @@
+// src/analyzer/model/replay_custom_heaps.cc: the program's own heaps in the replay (Replayer,
+// replayer.h; the heaps themselves: custom_heaps.h), and what the live set looks like by
+// address at the snapshot (ReplayOptions::address_map), custom heaps' blocks included.
+#include <set>
+
+#include "analyzer/model/replayer.h"
+
+namespace memlens::analyzer {
+
+using format::EventKind;
+
+uint32_t Replayer::HeapOfStack(uint64_t stack) const {
+  uint64_t ip = stack < p_->nodes.size() ? p_->nodes[stack].ip : 0;
+  bool heap = format::IsAnnotationFrameIp(ip) && format::AnnotationKind(ip) == format::Annotation::kHeap;
+  return heap ? format::AnnotationValue(ip) : 0;
+}
+
+// A custom heap's event: its own figures always; the profile's figures too when it is the heap
+// the profile describes (ReplayOptions::heap).
+void Replayer::OnApiEvent(const format::Event& e) {
+  LiveBlock block;
+  switch (e.kind) {
+    case EventKind::kHeapCreate: {
+      auto id = static_cast<uint32_t>(e.address);
+      const std::string& name = p_->StringOf(e.size);
+      custom_heaps_.Create(id, name, e.stack, e.seq);
+      p_->heap_names[id] = name;
+      if (!options_.heap.empty() && name == options_.heap) selected_heaps_.insert(id);
+      break;
+    }
+    case EventKind::kHeapAlloc:
+    case EventKind::kHeapRealloc: {
+      uint32_t heap = HeapOfStack(e.stack);
+      bool replaced = custom_heaps_.Alloc(heap, e.address, e.size, e.stack, e.seq, &block);
+      if (!selected_heaps_.count(heap)) break;
+      // Custom heaps are recorded in full, sampled capture or not: whole weights.
+      if (replaced) Release(block.stack, {block.size, kCountUnit});
+      Allocate(e.stack, {e.size, kCountUnit}, e.seq);
+      sizes_.Count(e.stack, e.size, {e.size, kCountUnit}, p_);
+      break;
+    }
+    case EventKind::kHeapFree: {
+      uint32_t heap = HeapOfStack(e.stack);
+      if (custom_heaps_.Free(heap, e.address, e.stack, e.seq, &block) &&
+          selected_heaps_.count(heap)) {
+        Release(block.stack, {block.size, kCountUnit});
+        p_->totals.frees += kCountUnit;
+      }
+      break;
+    }
+    case EventKind::kHeapReset:
+    case EventKind::kHeapDestroy: {
+      auto heap = static_cast<uint32_t>(e.address);
+      std::vector<LiveBlock> released;
+      custom_heaps_.Release(heap, e.kind == EventKind::kHeapDestroy, &released);
+      if (!selected_heaps_.count(heap)) break;
+      for (const LiveBlock& b : released) Release(b.stack, {b.size, kCountUnit});
+      p_->totals.frees += released.size() * kCountUnit;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// Each custom heap's backing memory at the snapshot: the system heap's blocks and mappings that
+// hold its blocks in use.
+void Replayer::FindBackingMemory() {
+  std::vector<std::pair<uint64_t, uint64_t>> system;  // (start, end), by start
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) { system.push_back({a, a + b.size}); });
+  for (const auto& [start, region] : mappings_) {
+    if (region.counted) system.push_back({start, region.end});
+  }
+  std::sort(system.begin(), system.end());
+  std::set<std::pair<uint32_t, size_t>> backing;  // (heap, index in system)
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t address, const LiveBlock&) {
+    auto it = std::upper_bound(system.begin(), system.end(), std::make_pair(address, UINT64_MAX));
+    if (it == system.begin()) return;
+    --it;
+    if (address < it->second) backing.insert({heap, static_cast<size_t>(it - system.begin())});
+  });
+  for (HeapFigures& f : p_->heaps) {
+    for (auto it = backing.lower_bound({f.id, 0}); it != backing.end() && it->first == f.id; ++it) {
+      f.backing_bytes += system[it->second].second - system[it->second].first;
+      f.backing_blocks += 1;
+    }
+  }
+}
+
+// The live set at the snapshot, by address: stretches of blocks with no gap over 1 MiB.
+void Replayer::MapAddressSpace() {
+  constexpr uint64_t kRegionGap = 1 << 20;
+  using Kind = AddressRegion::Kind;
+  struct Block {
+    uint64_t begin, size, stack;
+    Kind kind;
+    Weight w;  // in a sampled capture, what the block stands for; nothing for a reservation
+  };
+  std::vector<Block> blocks;
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
+    blocks.push_back({a, b.size, b.stack, Kind::kHeap, HeapWeight(b.size)});
+  });
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
+    if (!selected_heaps_.count(heap)) return;
+    blocks.push_back({a, b.size, b.stack, Kind::kHeap, {b.size, kCountUnit}});
+  });
+  for (const auto& [start, region] : mappings_) {
+    uint64_t size = region.end - start;
+    if (region.counted) {
+      blocks.push_back({start, size, region.stack, Kind::kMapping, {size, kCountUnit}});
+    } else {
+      blocks.push_back({start, size, region.stack, Kind::kReserved, {0, kCountUnit}});
+    }
+  }
+  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
+  std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
+  auto close_region = [&] {
+    if (p_->address_map.empty() || bytes_by_stack.empty()) return;
+    uint64_t best = 0;
+    for (const auto& [stack, bytes] : bytes_by_stack) {
+      if (bytes > best) {
+        best = bytes;
+        p_->address_map.back().top_stack = stack;
+      }
+    }
+    bytes_by_stack.clear();
+  };
+  for (const Block& b : blocks) {
+    bool fresh = p_->address_map.empty() || b.begin > p_->address_map.back().end + kRegionGap ||
+                 p_->address_map.back().kind != b.kind;
+    if (fresh) {
+      close_region();
+      p_->address_map.push_back({b.begin, b.begin, 0, 0, 0, b.kind, 0});
+    }
+    AddressRegion& r = p_->address_map.back();
+    if (b.begin > r.end) r.largest_gap = std::max(r.largest_gap, b.begin - r.end);
+    r.end = std::max(r.end, b.begin + b.size);
+    r.in_use_bytes += b.w.bytes;
+    r.blocks += b.w.count;
+    bytes_by_stack[b.stack] += b.kind == Kind::kReserved ? b.size : b.w.bytes;
+  }
+  close_region();
+  for (AddressRegion& r : p_->address_map) r.blocks = WholeBlocks(r.blocks);
+}
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,426 @@
+// src/analyzer/model/replayer.cc: see replayer.h.
+#include "analyzer/model/replayer.h"
+
+#include <cmath>
+
+namespace memlens::analyzer {
+
+using format::EventKind;
+
+namespace {
+constexpr uint64_t kTruncatedMarkerIp = 1;  // see the agent's writer
+}  // namespace
+
+Replayer::Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& options,
+                   uint64_t stop_before_seq)
+    : p_(p),
+      spec_(spec),
+      options_(options),
+      stop_seq_(stop_before_seq),
+      checkpoints_(options),
+      sizes_(options.stack_size_histograms),
+      thread_filter_(options.thread) {}
+
+void Replayer::OnProcess(const format::ProcessRecord& r) {
+  if (p_->has_process) StartOver();  // exec: the new image replaces the old one
+  p_->process = r;
+  p_->has_process = true;
+}
+
+void Replayer::OnModule(const format::ModuleRecord& r) {
+  p_->modules[r.id] = r;
+  loaded_.push_back(r.id);
+  IndexLoadedSegments();
+}
+
+void Replayer::OnModuleUnload(const format::ModuleUnloadRecord& r) {
+  // No such module loaded: a damaged capture's record, which names nothing to unload.
+  if (std::find(loaded_.begin(), loaded_.end(), r.id) == loaded_.end()) return;
+  loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), r.id), loaded_.end());
+  unloaded_.push_back(r.id);
+  IndexLoadedSegments();
+}
+
+// A thread that allocates again after its buffer was retired (in late TLS destructors) gets
+// a second index: count OS threads, not indices.
+void Replayer::OnThread(const format::ThreadRecord& r) {
+  if (tids_.insert(r.tid).second) ++p_->thread_count;
+  tid_of_[r.index] = r.tid;
+}
+
+void Replayer::OnTime(const format::TimeRecord& r) {
+  p_->times.push_back(r);
+  timeline_.OnTimeMark(r);
+  // Within a chunk time marks come before its events: every event delivered so far
+  // happened before this mark. The first mark past the snapshot time ends the replay.
+  if (spec_.kind == SnapshotSpec::kTime && r.monotonic_ns > spec_.seconds * 1e9 &&
+      stop_seq_ == UINT64_MAX) {
+    stop_seq_ = r.seq;
+    stop_seconds_ = static_cast<double>(r.monotonic_ns) / 1e9;
+  }
+  checkpoints_.OnTimeMark(r);
+}
+
+void Replayer::StartOver() {
+  Profile fresh;
+  fresh.path = p_->path;
+  fresh.read = p_->read;
+  fresh.earlier_images = std::move(p_->earlier_images);
+  fresh.earlier_images.push_back(p_->process.argv);
+  fresh.earlier_unrecorded_children = p_->UnrecordedChildren();
+  *p_ = std::move(fresh);
+  loaded_.clear();
+  unloaded_.clear();
+  loaded_spans_.clear();
+  tids_.clear();
+  tid_of_.clear();
+  heap_ = AddressMap();
+  mappings_.clear();
+  slot_of_.clear();
+  states_.assign(1, StackState{});
+  realloc_pending_.clear();
+  mremap_pending_.clear();
+  live_bytes_ = live_blocks_ = mapping_live_bytes_ = reserved_bytes_ = 0;
+  peak_epoch_ = 1;
+  timeline_ = Timeline();
+  checkpoints_ = Checkpoints(options_);
+  arenas_ = Arenas();
+  temporaries_ = Temporaries();
+  thread_filter_ = ThreadFilter(options_.thread);
+  custom_heaps_ = CustomHeaps();
+  selected_heaps_.clear();
+  since_checkpoint_ = 0;
+  if (index_writer_) index_writer_->DropCheckpoints();  // the index is the last image's
+  if (spec_.kind == SnapshotSpec::kTime) {  // a time is a time of the last image
+    stop_seq_ = UINT64_MAX;
+    stop_seconds_ = -1;
+  }
+}
+
+uint64_t Replayer::ModuleOf(uint64_t ip) const {
+  if (ip == kTruncatedMarkerIp || format::IsPythonFrameIp(ip) || format::IsAnnotationFrameIp(ip)) {
+    return 0;  // a Python line or an annotation, not an address
+  }
+  const bool searched = !loaded_spans_.empty();
+  if (searched) {
+    auto after = std::upper_bound(loaded_spans_.begin(), loaded_spans_.end(), ip,
+                                  [](uint64_t a, const SegmentSpan& s) { return a < s.start; });
+    if (after != loaded_spans_.begin() && ip < std::prev(after)->end) return std::prev(after)->module;
+  }
+  // The newest mapping wins: an address may have been reused after a dlclose.
+  for (auto list : {&loaded_, &unloaded_}) {
+    if (searched && list == &loaded_) continue;  // the search above has answered for them
+    for (auto it = list->rbegin(); it != list->rend(); ++it) {
+      const auto& m = p_->modules.at(*it);
+      for (const auto& s : m.segments) {
+        if (ip - s.start < s.size) return m.id;
+      }
+    }
+  }
+  return 0;
+}
+
+void Replayer::IndexLoadedSegments() {
+  loaded_spans_.clear();
+  for (uint64_t id : loaded_) {
+    for (const auto& s : p_->modules.at(id).segments) {
+      if (s.size) loaded_spans_.push_back({s.start, s.start + s.size, id});
+    }
+  }
+  std::sort(loaded_spans_.begin(), loaded_spans_.end(),
+            [](const SegmentSpan& a, const SegmentSpan& b) { return a.start < b.start; });
+  for (size_t i = 1; i < loaded_spans_.size(); ++i) {
+    if (loaded_spans_[i].start < loaded_spans_[i - 1].end) {
+      loaded_spans_.clear();  // overlapping: the scan in ModuleOf, which knows which is newer
+      return;
+    }
+  }
+}
+
+StackState& Replayer::NewState(uint64_t stack) {
+  if (stack >= slot_of_.size()) slot_of_.resize(std::max<size_t>(stack + 1, slot_of_.size() * 2));
+  slot_of_[stack] = static_cast<uint32_t>(states_.size());
+  return states_.emplace_back();
+}
+
+// A sampled capture (docs/sampling.md): a block of s bytes was recorded with probability
+// p = 1 - exp(-s/rate), so it stands for s/p bytes and 1/p blocks (the Horvitz-Thompson
+// estimator: unbiased for every sum of blocks). The same size always gives the same weight,
+// so a free takes back exactly what its allocation added.
+Weight Replayer::SampledWeight(uint64_t size) const {
+  double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(p_->sample_rate));
+  return {static_cast<uint64_t>(std::llround(static_cast<double>(size) / p)),
+          static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};
+}
+
+void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
+  StackState& state = State(stack);
+  Touch(state);
+  StackStats& s = state.stats;
+  s.in_use_bytes += w.bytes;
+  s.in_use_blocks += w.count;
+  s.allocations += w.count;
+  s.allocated_bytes += w.bytes;
+  p_->totals.allocations += w.count;
+  p_->totals.allocated_bytes += w.bytes;
+  live_bytes_ += w.bytes;
+  live_blocks_ += w.count;
+  if (domain == Domain::kMapping) {
+    s.mapping_in_use_bytes += w.bytes;
+    s.mapping_allocated_bytes += w.bytes;
+    p_->totals.mapping_allocated_bytes += w.bytes;
+    mapping_live_bytes_ += w.bytes;
+    p_->totals.mapping_peak_bytes = std::max(p_->totals.mapping_peak_bytes, mapping_live_bytes_);
+  } else {
+    if (domain == Domain::kPython) {
+      s.python_in_use_bytes += w.bytes;
+      s.python_allocated_bytes += w.bytes;
+      p_->totals.python_allocated_bytes += w.bytes;
+    }
+    uint64_t heap = live_bytes_ - mapping_live_bytes_;
+    p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
+  }
+  if (live_bytes_ > p_->totals.peak_bytes) {
+    p_->totals.peak_bytes = live_bytes_;
+    p_->totals.peak_blocks = live_blocks_;
+    p_->totals.peak_seq = seq;
+    ++peak_epoch_;  // every stack's current value is now its value at the peak
+  }
+}
+
+void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
+  StackState& state = State(stack);
+  Touch(state);
+  StackStats& s = state.stats;
+  s.in_use_bytes -= w.bytes;
+  s.in_use_blocks -= w.count;
+  if (domain == Domain::kPython) s.python_in_use_bytes -= w.bytes;
+  if (domain == Domain::kMapping) {
+    s.mapping_in_use_bytes -= w.bytes;
+    mapping_live_bytes_ -= w.bytes;
+  }
+  live_bytes_ -= w.bytes;
+  live_blocks_ -= w.count;
+}
+
+void Replayer::TakeCheckpoints(uint64_t before_seq) {
+  checkpoints_.Take(before_seq, live_bytes_, [this](const auto& f) {
+    ForEachState([&f](uint64_t stack, const StackState& s) {
+      if (s.stats.in_use_blocks) f(stack, s.stats.in_use_bytes, s.stats.in_use_blocks);
+    });
+  }, p_);
+}
+
+// Live blocks are found by address in a table far larger than the caches: one miss each, which
+// the replay of a few events takes long enough to hide.
+void Replayer::Upcoming(const format::Event& e) {
+  if (e.kind == EventKind::kFree || e.kind == EventKind::kReallocOld || format::IsHeapAlloc(e.kind)) {
+    heap_.Prefetch(e.address);
+  }
+  if (e.stack < slot_of_.size()) __builtin_prefetch(&slot_of_[e.stack]);
+}
+
+void Replayer::OnEvent(const format::Event& e) {
+  if (!PlausibleStack(e.stack)) [[unlikely]] {  // damage: the event counts, without its stack
+    ++implausible_stacks_;
+    format::Event without = e;
+    without.stack = 0;
+    return OnEvent(without);
+  }
+  if (resume_pending_) RestoreState();
+  if (e.kind == EventKind::kMarker || e.kind == EventKind::kSnapshot) {  // all, for timelines
+    p_->markers.push_back({p_->StringOf(e.address), e.size ? p_->StringOf(e.size) : "",
+                           e.kind == EventKind::kSnapshot, e.seq});
+  }
+  if (e.kind == EventKind::kProgramEnd && p_->program_end_seq == 0) p_->program_end_seq = e.seq;
+  // The heap as it was at every mark this event comes after; checkpoints due. (The tests
+  // inline, the work not: this runs for every event.)
+  if (timeline_.Due(e.seq)) timeline_.Take(e.seq, live_bytes_, p_);
+  if (checkpoints_.Due()) TakeCheckpoints(e.seq);
+  if (index_writer_ && ++since_checkpoint_ > index_writer_->spacing()) {
+    std::string state;
+    SaveState(&state);
+    index_writer_->Add(e.seq, state, p_->timeline.size());
+    since_checkpoint_ = 0;
+  }
+  if (e.seq >= stop_seq_) {
+    if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
+    return;  // past the snapshot
+  }
+  ++p_->totals.events;
+  if (thread_filter_.active()) {
+    auto tid = tid_of_.find(e.thread);
+    if (thread_filter_.LeftOut(e, tid == tid_of_.end() || tid->second != options_.thread)) return;
+  }
+  if (format::IsCustomHeapEvent(e.kind)) {
+    // The custom heaps' state is not saved in checkpoints: such a capture's index has none.
+    if (index_writer_) index_writer_->StopCheckpoints();
+    index_writer_ = nullptr;
+    return OnApiEvent(e);
+  }
+  if (!options_.heap.empty()) return;  // the figures describe a custom heap
+  OnHeapEvent(e);
+}
+
+// An event of the system heap: the malloc family, Python's allocator, mappings, arenas.
+void Replayer::OnHeapEvent(const format::Event& e) {
+  LiveBlock block;
+  switch (e.kind) {
+    case EventKind::kFree:
+      if (heap_.Remove(e.address, &block)) {
+        Weight w = HeapWeight(block.size);
+        Release(block.stack, w, HeapDomain(block.python));
+        p_->totals.frees += w.count;
+        if (temporaries_.OnFree(e.thread, e.address)) {  // freed before any other allocation
+          StackStats& stats = State(block.stack).stats;
+          stats.temporary += w.count;
+          stats.temporary_bytes += w.bytes;
+          p_->totals.temporary += w.count;
+        }
+      } else {
+        ++p_->totals.unmatched_frees;
+      }
+      break;
+    case EventKind::kReallocOld:
+      if (heap_.Remove(e.address, &block)) {
+        Weight w = HeapWeight(block.size);
+        Release(block.stack, w, HeapDomain(block.python));
+        p_->totals.frees += w.count;
+        realloc_pending_[e.thread] = block;
+      } else {
+        realloc_pending_.erase(e.thread);
+      }
+      break;
+    case EventKind::kReallocFailed: {
+      auto it = realloc_pending_.find(e.thread);
+      if (it != realloc_pending_.end()) {  // undo: the old block was never released
+        const LiveBlock& old = it->second;
+        Weight w = HeapWeight(old.size);
+        heap_.Insert(e.address, old);
+        Allocate(old.stack, w, e.seq, HeapDomain(old.python));
+        StackStats& stats = State(old.stack).stats;  // a restored block is no new allocation
+        stats.allocations -= w.count;
+        stats.allocated_bytes -= w.bytes;
+        p_->totals.allocations -= w.count;
+        p_->totals.allocated_bytes -= w.bytes;
+        if (old.python) {
+          stats.python_allocated_bytes -= w.bytes;
+          p_->totals.python_allocated_bytes -= w.bytes;
+        }
+        p_->totals.frees -= w.count;
+        realloc_pending_.erase(it);
+      }
+      break;
+    }
+    case EventKind::kMmap:
+    case EventKind::kMmapReserved:
+      AddRegion(e.address, e.size, e.stack, e.seq, e.kind == EventKind::kMmap);
+      if (e.kind == EventKind::kMmap) sizes_.Count(e.stack, e.size, {e.size, kCountUnit}, p_);
+      break;
+    case EventKind::kProtect:
+    case EventKind::kProtectNone:
+      Protect(e.address, e.size, e.stack, e.seq, e.kind == EventKind::kProtect);
+      break;
+    case EventKind::kMunmap: {
+      std::vector<std::pair<uint64_t, Region>> taken;
+      RemoveRange(e.address, e.size, &taken);
+      break;
+    }
+    case EventKind::kMremapOld: {
+      auto& taken = mremap_pending_[e.thread];
+      taken.clear();
+      RemoveRange(e.address, e.size, &taken);
+      break;
+    }
+    case EventKind::kMremapNew: {
+      auto it = mremap_pending_.find(e.thread);
+      // The range keeps its protection (one mremap moves one mapping, of one protection).
+      if (it != mremap_pending_.end() && !it->second.empty()) {
+        AddRegion(e.address, e.size, e.stack, e.seq, it->second.front().second.counted);
+      }
+      if (it != mremap_pending_.end()) it->second.clear();
+      break;
+    }
+    case EventKind::kMremapFailed: {
+      auto it = mremap_pending_.find(e.thread);
+      if (it == mremap_pending_.end()) break;
+      for (auto& [start, region] : it->second) {
+        AddRegion(start, region.end - start, region.stack, e.seq, region.counted);
+      }
+      it->second.clear();
+      break;
+    }
+    default:
+      if (arenas_.OnEvent(e, &p_->totals)) break;
+      if (format::IsHeapAlloc(e.kind)) {  // every heap allocation kind
+        if (!realloc_pending_.empty()) realloc_pending_.erase(e.thread);  // a realloc ends
+        bool python = format::IsPythonAlloc(e.kind);
+        Weight w = HeapWeight(e.size);
+        if (!heap_.Insert(e.address, {e.size, e.stack, python}, &block)) {
+          // its free was dropped
+          Release(block.stack, HeapWeight(block.size), HeapDomain(block.python));
+        }
+        Allocate(e.stack, w, e.seq, HeapDomain(python));
+        sizes_.Count(e.stack, e.size, w, p_);
+        temporaries_.OnAllocation(e.thread, e.address, e.stack);
+      }
+      break;
+  }
+}
+
+void Replayer::SaveEnd(const std::vector<std::string>& metadata, const ReadStatus& status) {
+  if (!index_writer_) return;
+  timeline_.Take(UINT64_MAX, live_bytes_, p_);
+  std::string state;
+  SaveState(&state);
+  index_writer_->SetEnd(state, p_->timeline.size(), p_->totals.events, metadata, status);
+}
+
+void Replayer::ResumeFrom(std::string state, uint64_t seq, std::vector<TimelinePoint> timeline) {
+  resume_state_ = std::move(state);
+  resume_seq_ = seq;
+  resume_timeline_ = std::move(timeline);
+  resume_pending_ = true;
+}
+
+void Replayer::Finish() {
+  if (resume_pending_) RestoreState();
+  if (implausible_stacks_) {
+    p_->warnings.push_back("the capture is damaged: " + std::to_string(implausible_stacks_) +
+                           " events name a stack it does not hold, counted without their stack");
+  }
+  timeline_.Take(UINT64_MAX, live_bytes_, p_);
+  TakeCheckpoints(stopped_early() ? stop_seq_ : UINT64_MAX);
+  checkpoints_.Finish(p_);
+  p_->heap = options_.heap;
+  p_->heaps = custom_heaps_.Figures();
+  if (options_.heap.empty()) FindBackingMemory();
+  p_->anomalies = custom_heaps_.anomalies();
+  std::copy(custom_heaps_.anomaly_counts(), custom_heaps_.anomaly_counts() + Anomaly::kKinds,
+            p_->anomaly_counts);
+  if (options_.address_map) MapAddressSpace();
+  p_->snapshot = spec_;
+  p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
+  p_->stacks.reserve(states_.size());
+  ForEachState([this](uint64_t stack, StackState& s) {
+    if (s.stats.allocations == 0 && s.stats.in_use_blocks == 0) return;  // never an allocation site
+    if (s.changed_in_epoch < peak_epoch_) CopyInUseToPeak(&s.stats);  // unchanged since the peak
+    p_->totals.mapping_at_peak_bytes += s.stats.mapping_peak_bytes;
+    for (const StackStatField& f : kStackStatFields) {
+      if (f.blocks) s.stats.*f.member = WholeBlocks(s.stats.*f.member);
+    }
+    p_->stacks[stack] = s.stats;
+  });
+  arenas_.Finish(&p_->totals);
+  Totals& t = p_->totals;
+  t.in_use_bytes = live_bytes_;
+  t.in_use_blocks = live_blocks_;
+  t.mapping_in_use_bytes = mapping_live_bytes_;
+  t.reserved_bytes = reserved_bytes_;
+  for (const TotalsField& f : kTotalsFields) {
+    if (f.blocks) t.*f.member = WholeBlocks(t.*f.member);
+  }
+  sizes_.Finish(p_);
+}
+
+}  // namespace memlens::analyzer
