@@ -65,13 +65,7 @@ CommandRunner AddPushCommand(CLI::App* cmd) {
   cmd->add_option("CAPTURE", o->capture,
                   "capture file, FILE@MOMENT for what was in use at another moment")
       ->required();
-  cmd->add_option("--label", o->labels,
-                  "a label NAME=VALUE on the profile (repeat for more; host and pid are set)")
-      ->type_name("NAME=VALUE")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--service", o->service,
-                  "the service name (default: the recorded program's name)");
+  AddPushLabelOptions(cmd, "", &o->labels, &o->service);
   cmd->footer(
       "The profile holds what was in use at the moment (default: exit) and what was allocated\n"
       "over the whole run, dated from the start of recording to its end. For basic auth put\n"

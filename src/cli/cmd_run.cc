@@ -563,14 +563,7 @@ CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* progr
   cmd->add_option("--push-every", options->push_every,
                   "the period of --push: 60s (default), 500ms, 2m")
       ->type_name("DURATION");
-  cmd->add_option("--label", options->labels,
-                  "with --push: a label NAME=VALUE on every profile (repeat for more; host and\n"
-                  "pid are set)")
-      ->type_name("NAME=VALUE")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--service", options->service,
-                  "with --push: the service name (default: the program's name)");
+  AddPushLabelOptions(cmd, "with --push: ", &options->labels, &options->service);
   cmd->add_option("PROGRAM", options->help_only,
                   "the program to run and its arguments (after --, or after memlens's own\n"
                   "options), passed to it as they are");

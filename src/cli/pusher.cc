@@ -51,6 +51,18 @@ bool MakePushTarget(const std::string& url, const std::vector<std::string>& labe
   return true;
 }
 
+void AddPushLabelOptions(CLI::App* cmd, const std::string& when, std::vector<std::string>* labels,
+                         std::string* service) {
+  cmd->add_option("--label", *labels,
+                  when + "a label NAME=VALUE on every profile (repeat for more; host and\n"
+                  "pid are set)")
+      ->type_name("NAME=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--service", *service,
+                  when + "the service name (default: the recorded program's name)");
+}
+
 void SetPidLabel(PushTarget* target, uint64_t pid) {
   for (PushLabel& label : target->labels) {
     if (label.name == "pid" && label.value.empty()) label.value = std::to_string(pid);

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "analyzer/export/pyroscope.h"
 
 namespace memlens::cli {
@@ -28,6 +30,10 @@ namespace memlens::cli {
 bool MakePushTarget(const std::string& url, const std::vector<std::string>& labels,
                     const std::string& service, const std::string& program,
                     analyzer::PushTarget* target, std::string* error);
+// --label NAME=VALUE... and --service NAME, as `run` (with --push) and `push` take them; `when`
+// starts their help ("with --push: " or "").
+void AddPushLabelOptions(CLI::App* cmd, const std::string& when, std::vector<std::string>* labels,
+                         std::string* service);
 // The pid label, unless the user gave one (MakePushTarget keeps its place, after host).
 void SetPidLabel(analyzer::PushTarget* target, uint64_t pid);
 // --push-every: "60s", "500ms", "2m", "1.5" (seconds), from 100 ms to a day.
