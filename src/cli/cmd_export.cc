@@ -80,6 +80,14 @@ int Export(const ExportCommandOptions& o) {
     std::cerr << "memlens: wrote " << output << " (" << format->name << ", "
               << FormatBytes(data.size()) << ")\n";
   }
+  uint64_t total = 0;
+  for (const auto& [id, stats] : p.stacks) total += MetricBytes(stats, options.metric);
+  if (format->by_metric && total == 0) {  // an empty flame graph, said before it is opened
+    std::cerr << "memlens: note: no stack has " << MetricName(options.metric) << " bytes ("
+              << p.SnapshotLabel() << "); --metric allocated weighs each by what it allocated"
+              << (options.metric == Metric::kInUse ? ", CAPTURE@peak shows the peak" : "")
+              << "\n";
+  }
   return 0;
 }
 

@@ -304,3 +304,21 @@ def test_python_functions_in_pprof(python, tmp_path):
     # Python frames above the native ones that allocated, and the module's code as the caller.
     names = [f[0] for f in at_line[0][1]]
     assert names.index("make_bytearray") < names.index("<module>")
+
+
+def test_an_empty_stack_export_says_why_and_what_to_ask_instead(capture, tmp_path):
+    """Nothing churn_blocks allocated is in use at exit: its folded export is empty, and the
+    command says so (an empty flame graph opened without a word reads as a broken export)."""
+    def run(*args):
+        return subprocess.run([str(MEMLENS), "export", "folded", str(capture), "-o",
+                               str(tmp_path / "out.folded"), *args],
+                              capture_output=True, text=True, timeout=60)
+    empty = run("--include", "function:churn_blocks")
+    assert empty.returncode == 0, empty.stderr
+    assert (tmp_path / "out.folded").read_text() == ""
+    assert ("memlens: note: no stack has in-use bytes (exit); --metric allocated weighs each by "
+            "what it allocated, CAPTURE@peak shows the peak") in empty.stderr
+    allocated = run("--include", "function:churn_blocks", "--metric", "allocated")
+    assert "note:" not in allocated.stderr
+    assert (tmp_path / "out.folded").read_text().rstrip("\n").endswith(" 35000")
+    assert "note:" not in run().stderr  # keep_blocks' 12,000 bytes are in use

@@ -63,15 +63,17 @@ const std::vector<ExportFormat>& ExportFormats() {
   static const std::vector<ExportFormat> kFormats = {
       {"pprof", ".pb.gz",
        "gzipped profile.proto with Go's heap sample types: go tool pprof, Pyroscope, Parca",
-       ExportPprof},
+       true, ExportPprof},
       {"speedscope", ".speedscope.json", "speedscope's JSON file format: speedscope.app",
-       WriteSpeedscope},
+       true, WriteSpeedscope},
       {"folded", ".folded",
-       "folded stacks, one 'root;...;leaf BYTES' a line: flamegraph.pl, inferno", WriteFolded},
+       "folded stacks, one 'root;...;leaf BYTES' a line: flamegraph.pl, inferno", true,
+       WriteFolded},
       {"chrome-trace", ".trace.json",
        "Chrome trace event JSON, heap in use over time, markers: ui.perfetto.dev",
-       WriteChromeTrace},
-      {"csv", ".csv", "the top rows (as `memlens top`), RFC 4180: spreadsheets, pandas", WriteCsv},
+       false, WriteChromeTrace},
+      {"csv", ".csv", "the top rows (as `memlens top`), RFC 4180: spreadsheets, pandas", false,
+       WriteCsv},
   };
   return kFormats;
 }

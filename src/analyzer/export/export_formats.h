@@ -41,6 +41,7 @@ struct ExportFormat {
   const char* name;         // the FORMAT argument
   const char* extension;    // of the default output file, with its dot
   const char* description;  // one line, for --help
+  bool by_metric;           // what it shows first is each stack's --metric
   ExportWriter write;
 };
 
