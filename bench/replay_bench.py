@@ -1,8 +1,9 @@
 """The analyzer's replay, before and after: one capture of the churn workload (or of the
-command given after --), recorded once by this build, replayed in full (`memlens summary --json`, no snapshot index) by this build and by
-another (`--baseline-build-dir`, e.g. main's), alternately, in paired rounds. Prints each build's
-replay throughput (events per CPU second) and the median over rounds of the CPU and wall ratios
-this/baseline: the check that a change to the analyzer did not slow it.
+command given after --), recorded once by this build, replayed in full (`memlens summary
+--json`, no snapshot index) by this build and by another (`--baseline-build-dir`, e.g. main's),
+alternately, in paired rounds. Prints each build's replay throughput (events per CPU second)
+and the median over rounds of the CPU and wall ratios this/baseline: the check that a change
+to the analyzer did not slow it.
 
     python3 bench/replay_bench.py --baseline-build-dir /tmp/main/build [--runs 7]
     python3 bench/replay_bench.py --baseline-build-dir /tmp/main/build -- python3 bench/workloads/py_objects.py
