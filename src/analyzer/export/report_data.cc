@@ -273,6 +273,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   {  // memory in use, as at the other checkpoints: the runtime's blocks included
     std::vector<uint64_t> bytes(sites.size());
     for (size_t s = 0; s < sites.size(); ++s) bytes[s] = sites[s].stats.in_use_bytes;
+    // Each runtime stack is one of p.stacks (SetRuntimeApart): Of() finds its site, adds none.
     for (const auto& [stack, live] : p.runtime_stacks) bytes[index.Of(stack)] += live.first;
     std::vector<std::pair<size_t, uint64_t>> live;
     for (size_t s = 0; s < sites.size(); ++s) {
