@@ -82,25 +82,36 @@ bool ParseFilter(const FilterOptions& filters, analyzer::StackFilter* out, std::
 
 }  // namespace
 
-bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
-                    analyzer::ReplayOptions replay, Profile* profile) {
-  std::string path, error;
-  analyzer::SnapshotSpec snapshot;
+bool ParseOrComplain(const std::string& argument, const FilterOptions& filters,
+                     std::string* path, analyzer::SnapshotSpec* snapshot) {
+  std::string error;
   analyzer::StackFilter filter;
-  if (!ParseFilter(filters, &filter, &error)) {
+  if (!ParseFilter(filters, &filter, &error) ||
+      !analyzer::ParseCaptureArgument(argument, path, snapshot, &error)) {
     Complain(error);
     return false;
   }
+  return true;
+}
+
+bool LoadOrComplain(analyzer::Capture* capture, const analyzer::SnapshotSpec& snapshot,
+                    const FilterOptions& filters, analyzer::ReplayOptions replay,
+                    Profile* profile) {
   replay.thread = filters.thread;
   replay.heap = filters.heap;
-  if (!analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error)) {
-    Complain(error);
-    return false;
-  }
-  analyzer::Capture capture(path);  // opened once for the whole load (capture.h)
-  if (analyzer::LoadProfile(&capture, snapshot, replay, profile, &error)) return true;
+  std::string error;
+  if (analyzer::LoadProfile(capture, snapshot, replay, profile, &error)) return true;
   Complain(error);
   return false;
+}
+
+bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
+                    analyzer::ReplayOptions replay, Profile* profile) {
+  std::string path;
+  analyzer::SnapshotSpec snapshot;
+  if (!ParseOrComplain(argument, filters, &path, &snapshot)) return false;
+  analyzer::Capture capture(path);  // opened once for the whole load (capture.h)
+  return LoadOrComplain(&capture, snapshot, filters, replay, profile);
 }
 
 void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolver,

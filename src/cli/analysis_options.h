@@ -10,6 +10,7 @@
 #include <string>
 
 #include "analyzer/export/json_writer.h"
+#include "analyzer/model/capture.h"
 #include "analyzer/model/replay.h"
 #include "analyzer/model/sites.h"
 #include "analyzer/model/stack_filter.h"
@@ -48,6 +49,13 @@ analyzer::StackOptions StackOptionsOf(const FilterOptions& filters);
 // for itself (SetRuntimeApart): every view calls both, in that order.
 bool LoadOrComplain(const std::string& argument, const FilterOptions& filters,
                     analyzer::ReplayOptions replay, analyzer::Profile* profile);
+// The same in two steps, for a command that loads one capture more than once (leaks --growth):
+// the argument parsed and the patterns checked, then each load through the one handle.
+bool ParseOrComplain(const std::string& argument, const FilterOptions& filters, std::string* path,
+                     analyzer::SnapshotSpec* snapshot);
+bool LoadOrComplain(analyzer::Capture* capture, const analyzer::SnapshotSpec& snapshot,
+                    const FilterOptions& filters, analyzer::ReplayOptions replay,
+                    analyzer::Profile* profile);
 void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolver,
                   analyzer::Profile* profile);
 // Prints "memlens: <why>" to stderr and returns false when the capture cannot be read.

@@ -6,6 +6,7 @@
 // in AFTER are "new", sites only in BEFORE "gone".
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/text_table.h"
@@ -34,8 +35,18 @@ int Diff(const DiffOptions& o) {
   GroupBy group;
   if (!ParseGroupBy(o.by, &group)) return Complain("diff: --by must be function, line, module or stack");
   Profile before, after;
-  if (!LoadOrComplain(o.before, o.filters, {}, &before) ||
-      !LoadOrComplain(o.after, o.filters, {}, &after)) {
+  std::string before_path, after_path;
+  SnapshotSpec before_moment, after_moment;
+  if (!ParseOrComplain(o.before, o.filters, &before_path, &before_moment)) return kExitBadInput;
+  Capture capture(before_path);
+  if (!LoadOrComplain(&capture, before_moment, o.filters, {}, &before) ||
+      !ParseOrComplain(o.after, o.filters, &after_path, &after_moment)) {
+    return kExitBadInput;
+  }
+  // Two moments of one capture: the same handle (its index read once).
+  std::optional<Capture> other;
+  if (after_path != before_path) other.emplace(after_path);
+  if (!LoadOrComplain(other ? &*other : &capture, after_moment, o.filters, {}, &after)) {
     return kExitBadInput;
   }
   StackResolver before_resolver(before, StackOptionsOf(o.filters));

@@ -137,10 +137,23 @@ int Leaks(const LeaksOptions& o) {
 
 int Growth(const LeaksOptions& o) {
   if (o.windows < 2) return Complain("leaks: --windows must be 2 or more");
-  Profile first;  // for the markers and the duration
-  if (!LoadOrComplain(o.common.capture, o.common.filters, {}, &first)) return kExitBadInput;
+  std::string path, error;
+  SnapshotSpec snapshot;
+  if (!ParseOrComplain(o.common.capture, o.common.filters, &path, &snapshot)) return kExitBadInput;
+  Capture capture(path);  // opened once for both steps
+  // The checkpoints are placed from the markers and the moment of the snapshot: for the end of
+  // the capture (the default) its outline has them, no event replayed; any other moment, or a
+  // custom heap (whose name the load checks first), is loaded for them.
+  Profile first;
+  if (snapshot.kind == SnapshotSpec::kEnd && o.common.filters.heap.empty() &&
+      capture.Outline(&first, &error) && first.has_process) {
+    first.snapshot_seconds = snapshot.text.empty() && first.program_end_seq
+                                 ? first.SecondsAt(first.program_end_seq)  // exit: docs/python.md
+                                 : first.DurationSeconds();
+  } else if (!LoadOrComplain(&capture, snapshot, o.common.filters, {}, &first)) {
+    return kExitBadInput;
+  }
   GrowthCheckpoints plan;
-  std::string error;
   if (!PlanGrowthCheckpoints(first, o.windows, o.marker, &plan, &error)) {
     return Complain("leaks: " + error);
   }
@@ -149,7 +162,7 @@ int Growth(const LeaksOptions& o) {
   replay.checkpoint_seqs = plan.seqs;
   replay.checkpoint_seconds = plan.seconds;
   Profile p;
-  if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
+  if (!LoadOrComplain(&capture, snapshot, o.common.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
   GrowthView view = BuildGrowth(p, &resolver, plan, o.windows, o.limit);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "analyzer/model/runtime_allocations.h"
+#include "analyzer/model/stats.h"
 
 namespace memlens::analyzer {
 
@@ -237,23 +238,10 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   const Totals& t = p.totals;
   json->Key("totals");
   json->BeginObject();
-  json->Field("allocations", t.allocations);
-  json->Field("allocated_bytes", t.allocated_bytes);
-  json->Field("frees", t.frees);
-  json->Field("peak_bytes", t.peak_bytes);
-  json->Field("peak_blocks", t.peak_blocks);
-  json->Field("peak_time_s", p.SecondsAt(t.peak_seq));
-  json->Field("in_use_at_exit_bytes", t.in_use_bytes);
-  json->Field("in_use_at_exit_blocks", t.in_use_blocks);
-  json->Field("python_allocated_bytes", t.python_allocated_bytes);
-  json->Field("pymalloc_arena_peak_bytes", t.arena_peak_bytes);
-  json->Field("pymalloc_arena_at_exit_bytes", t.arena_in_use_bytes);
-  json->Field("mimalloc_mapped_peak_bytes", t.mimalloc_peak_bytes);
-  json->Field("mimalloc_mapped_at_exit_bytes", t.mimalloc_in_use_bytes);
-  json->Field("temporary", t.temporary);
-  json->Field("unmatched_frees", t.unmatched_frees);
-  json->Field("dropped_events", t.dropped_events);
-  json->Field("events", t.events);
+  for (const TotalsField& f : kTotalsFields) {  // the moment of the peak in seconds, not seq
+    if (f.member == &Totals::peak_seq) json->Field("peak_time_s", p.SecondsAt(t.peak_seq));
+    if (*f.json_key) json->Field(f.json_key, t.*f.member);
+  }
   json->Field("stacks", static_cast<uint64_t>(p.stacks.size()));
   // The heap and the mappings apart: each one's own peak, its part of peak_bytes, of the bytes
   // in use at the snapshot and of the allocated bytes (each pair adds up to the total).
@@ -307,18 +295,9 @@ void WriteFrame(JsonWriter* json, const SourceFrame& f) {
 }
 
 void WriteStats(JsonWriter* json, const StackStats& s) {
-  json->Field("allocations", s.allocations);
-  json->Field("allocated_bytes", s.allocated_bytes);
-  json->Field("peak_bytes", s.peak_bytes);
-  json->Field("peak_blocks", s.peak_blocks);
-  json->Field("leaked_bytes", s.in_use_bytes);
-  json->Field("leaked_blocks", s.in_use_blocks);
-  json->Field("python_allocated_bytes", s.python_allocated_bytes);
-  json->Field("python_peak_bytes", s.python_peak_bytes);
-  json->Field("python_leaked_bytes", s.python_in_use_bytes);
-  json->Field("mapping_allocated_bytes", s.mapping_allocated_bytes);
-  json->Field("mapping_peak_bytes", s.mapping_peak_bytes);
-  json->Field("mapping_leaked_bytes", s.mapping_in_use_bytes);
+  for (const StackStatField& f : kStackStatFields) {
+    if (*f.json_key) json->Field(f.json_key, s.*f.member);
+  }
 }
 
 void WriteStack(JsonWriter* json, std::string_view key,

@@ -2,23 +2,17 @@
 #include "analyzer/export/report_data.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <map>
 #include <sstream>
-#include <memory>
 #include <tuple>
 #include <unordered_map>
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/json_writer.h"
 #include "analyzer/views/call_tree.h"
-#include "analyzer/reader/capture_reader.h"
 
 namespace memlens::analyzer {
 namespace {
-
-// A compact JSON writer: no whitespace, commas placed by a stack of "has items" flags.
 
 // Strings and frames are written once, in tables, and referred to by index.
 class Tables {
@@ -134,37 +128,13 @@ void WriteSeries(JsonWriter* json, const char* name, const std::vector<Point>& p
   json->EndArray();
 }
 
-class DurationProbe : public format::RecordVisitor {
- public:
-  void OnProcess(const format::ProcessRecord&) override {
-    last_ns_ = 0;
-    end_ns_ = -1;
-  }
-  void OnTime(const format::TimeRecord& r) override { last_ns_ = std::max(last_ns_, r.monotonic_ns); }
-  void OnEnd(const format::EndRecord& r) override { end_ns_ = static_cast<int64_t>(r.monotonic_ns); }
-  double Seconds() const { return (end_ns_ >= 0 ? end_ns_ : static_cast<int64_t>(last_ns_)) / 1e9; }
-
- private:
-  uint64_t last_ns_ = 0;
-  int64_t end_ns_ = -1;
-};
-
 }  // namespace
-
 
 std::vector<double> ReportCheckpointTimes(double duration, size_t count) {
   std::vector<double> times;
   if (duration <= 0 || count == 0) return times;
   for (size_t i = 0; i < count; ++i) times.push_back(duration * (i + 0.5) / count);
   return times;
-}
-
-bool ProbeCaptureDuration(const std::string& path, double* seconds, std::string* error) {
-  DurationProbe probe;
-  ReadStatus status;
-  if (!ReadCapture(path, &probe, &status, error)) return false;
-  *seconds = probe.Seconds();
-  return true;
 }
 
 std::string BuildReportData(const Profile& p, StackResolver* resolver, const ReportLimits& limits) {
@@ -303,6 +273,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   {  // memory in use, as at the other checkpoints: the runtime's blocks included
     std::vector<uint64_t> bytes(sites.size());
     for (size_t s = 0; s < sites.size(); ++s) bytes[s] = sites[s].stats.in_use_bytes;
+    // Each runtime stack is one of p.stacks (SetRuntimeApart): Of() finds its site, adds none.
     for (const auto& [stack, live] : p.runtime_stacks) bytes[index.Of(stack)] += live.first;
     std::vector<std::pair<size_t, uint64_t>> live;
     for (size_t s = 0; s < sites.size(); ++s) {

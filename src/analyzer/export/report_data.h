@@ -35,10 +35,6 @@ struct ReportLimits {
 // capture of `duration` seconds.
 std::vector<double> ReportCheckpointTimes(double duration, size_t count);
 
-// Reads, without replaying, how long the capture's last program image recorded (seconds):
-// what the checkpoint times are spread over. Returns false with *error when unreadable.
-bool ProbeCaptureDuration(const std::string& path, double* seconds, std::string* error);
-
 // The report's JSON. `profile` was loaded with checkpoints (and the address map) asked for;
 // `warnings` are the profile's and the symbolizer's lines.
 std::string BuildReportData(const Profile& profile, StackResolver* resolver,

@@ -32,6 +32,13 @@ class Capture {
   // index's copy of the metadata when it has one, no chunk of the capture read; else from the
   // capture, its events not replayed. Returns false with one line in *error when unreadable.
   bool DurationSeconds(double* seconds, std::string* error);
+  // The capture's outline, for a view that places moments across it before it loads it
+  // (leaks --growth): of its last program image, the Profile fields process, has_process,
+  // strings, times, end, markers and program_end_seq (so SecondsAt and DurationSeconds answer
+  // as the loaded profile's will), read without replaying an event: from the index when it has
+  // one (its markers, its copy of the metadata, no chunk of the capture read), else from the
+  // capture, its events decoded only. Returns false with one line in *error when unreadable.
+  bool Outline(Profile* outline, std::string* error);
   // An index just built for it (BuildSnapshotIndex, or a replay that wrote one).
   void SetIndex(const SnapshotIndex& index) { index_ = index; }
 

@@ -183,5 +183,54 @@ TEST(Capture, OpenedOnceServesEveryLoadAndTheDuration) {
   EXPECT_NE(error.find("No such file"), std::string::npos) << error;
 }
 
+// Capture::Outline (what leaks --growth places its checkpoints from): the markers, the time
+// marks, the end and where a Python program's code ended, as a load of the whole capture finds
+// them, without replaying an event; the same from the capture and from its index.
+TEST(Capture, OutlineHasWhatTheLoadFinds) {
+  unsetenv("MEMLENS_INDEX");
+  setenv("XDG_CACHE_HOME", "/nonexistent", 1);
+  CaptureBuilder b;
+  b.encoder().String({7, "frame"});
+  for (uint64_t t = 1; t <= 3; ++t) {
+    b.Add(EventKind::kMalloc, 0x100 * t, 10, 1);
+    b.Add(EventKind::kMarker, 7);
+    b.encoder().Time({t * 200, 2 * t});  // after the 2 t events so far
+    b.NextChunk();
+  }
+  b.Add(EventKind::kProgramEnd, 0);
+  b.encoder().Time({800, 7});
+  const std::string path = Save(b.File(true));
+  Profile loaded, outline;
+  std::string error;
+  SnapshotSpec end;
+  std::string file;
+  ASSERT_TRUE(ParseCaptureArgument(path + "@end", &file, &end, &error)) << error;
+  ASSERT_TRUE(LoadProfile(path, end, &loaded, &error)) << error;
+  ASSERT_EQ(loaded.markers.size(), 3u);
+  for (bool indexed : {false, true}) {
+    if (indexed) {
+      SnapshotIndex index;
+      ASSERT_TRUE(BuildSnapshotIndex(path, &index, &error)) << error;
+    }
+    Capture capture(path);
+    EXPECT_EQ(capture.Index() != nullptr, indexed);
+    ASSERT_TRUE(capture.Outline(&outline, &error)) << error;
+    EXPECT_TRUE(outline.has_process);
+    ASSERT_EQ(outline.markers.size(), loaded.markers.size()) << indexed;
+    for (size_t m = 0; m < loaded.markers.size(); ++m) {
+      EXPECT_EQ(outline.markers[m].name, "frame");
+      EXPECT_EQ(outline.markers[m].seq, loaded.markers[m].seq);
+    }
+    EXPECT_EQ(outline.program_end_seq, loaded.program_end_seq);
+    EXPECT_NE(outline.program_end_seq, 0u);
+    EXPECT_DOUBLE_EQ(outline.SecondsAt(outline.program_end_seq), 800 / 1e9);
+    EXPECT_DOUBLE_EQ(outline.DurationSeconds(), loaded.DurationSeconds());
+    EXPECT_DOUBLE_EQ(outline.DurationSeconds(), 1000 / 1e9);
+    EXPECT_TRUE(outline.stacks.empty());  // nothing replayed
+  }
+  std::remove(path.c_str());
+  for (const std::string& i : IndexPathsFor(path)) std::remove(i.c_str());
+}
+
 }  // namespace
 }  // namespace memlens::analyzer

@@ -4,8 +4,9 @@
 #include <fnmatch.h>
 
 #include <algorithm>
-
 #include <fstream>
+
+#include "analyzer/model/stats.h"
 
 namespace memlens::analyzer {
 namespace {
@@ -89,17 +90,9 @@ void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* 
   Totals& t = p->totals;
   StackStats sum;
   for (const auto& [id, stats] : p->stacks) sum.Add(stats);
-  t.allocations = sum.allocations;
-  t.allocated_bytes = sum.allocated_bytes;
-  t.python_allocated_bytes = sum.python_allocated_bytes;
-  t.temporary = sum.temporary;
-  t.peak_bytes = sum.peak_bytes;
-  t.peak_blocks = sum.peak_blocks;
-  t.in_use_bytes = sum.in_use_bytes;
-  t.in_use_blocks = sum.in_use_blocks;
-  t.mapping_allocated_bytes = sum.mapping_allocated_bytes;
-  t.mapping_at_peak_bytes = sum.mapping_peak_bytes;
-  t.mapping_in_use_bytes = sum.mapping_in_use_bytes;
+  for (const TotalsField& f : kTotalsFields) {
+    if (f.per_stack) t.*f.member = sum.*f.per_stack;
+  }
   // Each one's own peak is not per stack: its part of the kept stacks' peak, as peak_bytes is.
   t.mapping_peak_bytes = sum.mapping_peak_bytes;
   t.heap_peak_bytes = sum.peak_bytes - sum.mapping_peak_bytes;

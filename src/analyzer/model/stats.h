@@ -2,7 +2,8 @@
 //
 // The figures of a replay: per call stack (StackStats) and for the whole capture (Totals), and
 // each one's list of fields, kept once here for whoever goes over them all (StackStats::Add,
-// the replay's blocks in 1/65536ths, the snapshot index's saved state, the JSON writer, diff):
+// the replay's blocks in 1/65536ths, the snapshot index's saved state, the JSON writer, the
+// totals of a filtered profile):
 // a new figure is one line in its struct and one in its list.
 // Runs on: the analyzer's main thread.
 #pragma once
@@ -121,36 +122,39 @@ struct Totals {
 // One field of Totals. json_key: its name in the "totals" object of the JSON output, "" for
 // one written elsewhere or not at all; blocks: as StackStatField::blocks; replayed: built up
 // event by event, so part of the replay's saved state (the others are metadata, or set once
-// the replay is over from the live set).
+// the replay is over from the live set); per_stack: the StackStats figure it is the sum of over
+// the stacks, which a filter that drops stacks sums again (stack_filter.h), nullptr for none.
 struct TotalsField {
   uint64_t Totals::*member;
   const char* json_key;
   bool blocks;
   bool replayed;
+  uint64_t StackStats::*per_stack = nullptr;
 };
 inline constexpr TotalsField kTotalsFields[] = {
-    {&Totals::allocations, "allocations", true, true},
-    {&Totals::allocated_bytes, "allocated_bytes", false, true},
+    {&Totals::allocations, "allocations", true, true, &StackStats::allocations},
+    {&Totals::allocated_bytes, "allocated_bytes", false, true, &StackStats::allocated_bytes},
     {&Totals::frees, "frees", true, true},
-    {&Totals::peak_bytes, "peak_bytes", false, true},
-    {&Totals::peak_blocks, "peak_blocks", true, true},
+    {&Totals::peak_bytes, "peak_bytes", false, true, &StackStats::peak_bytes},
+    {&Totals::peak_blocks, "peak_blocks", true, true, &StackStats::peak_blocks},
     {&Totals::peak_seq, "", false, true},
-    {&Totals::in_use_bytes, "in_use_at_exit_bytes", false, false},
-    {&Totals::in_use_blocks, "in_use_at_exit_blocks", true, false},
+    {&Totals::in_use_bytes, "in_use_at_exit_bytes", false, false, &StackStats::in_use_bytes},
+    {&Totals::in_use_blocks, "in_use_at_exit_blocks", true, false, &StackStats::in_use_blocks},
     {&Totals::runtime_bytes, "", false, false},
     {&Totals::runtime_blocks, "", false, false},
-    {&Totals::python_allocated_bytes, "python_allocated_bytes", false, true},
+    {&Totals::python_allocated_bytes, "python_allocated_bytes", false, true,
+     &StackStats::python_allocated_bytes},
     {&Totals::heap_peak_bytes, "", false, true},
     {&Totals::mapping_peak_bytes, "", false, true},
-    {&Totals::mapping_at_peak_bytes, "", false, false},
-    {&Totals::mapping_in_use_bytes, "", false, false},
-    {&Totals::mapping_allocated_bytes, "", false, true},
+    {&Totals::mapping_at_peak_bytes, "", false, false, &StackStats::mapping_peak_bytes},
+    {&Totals::mapping_in_use_bytes, "", false, false, &StackStats::mapping_in_use_bytes},
+    {&Totals::mapping_allocated_bytes, "", false, true, &StackStats::mapping_allocated_bytes},
     {&Totals::reserved_bytes, "", false, false},
     {&Totals::arena_peak_bytes, "pymalloc_arena_peak_bytes", false, true},
     {&Totals::arena_in_use_bytes, "pymalloc_arena_at_exit_bytes", false, false},
     {&Totals::mimalloc_peak_bytes, "mimalloc_mapped_peak_bytes", false, true},
     {&Totals::mimalloc_in_use_bytes, "mimalloc_mapped_at_exit_bytes", false, false},
-    {&Totals::temporary, "temporary", true, true},
+    {&Totals::temporary, "temporary", true, true, &StackStats::temporary},
     {&Totals::unmatched_frees, "unmatched_frees", false, true},
     {&Totals::dropped_events, "dropped_events", false, false},
     {&Totals::events, "events", false, true},

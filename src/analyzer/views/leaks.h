@@ -53,10 +53,10 @@ struct GrowthCheckpoints {
 // (a marker per frame, per request).
 std::string MostRepeatedMarker(const std::vector<Marker>& markers, size_t min_count);
 
-// From a first load of the capture (its markers and duration): up to `windows` checkpoints at
-// the occurrences of `marker` (or of the marker repeated most, at least 3 times, when ""),
-// evenly picked with the first and last included. Returns false with one line in *error when a
-// marker was named and occurs fewer than 2 times.
+// From the capture's markers and snapshot moment (`first`: Capture::Outline's, or a first
+// load's): up to `windows` checkpoints at the occurrences of `marker` (or of the marker repeated
+// most, at least 3 times, when ""), evenly picked with the first and last included. Returns
+// false with one line in *error when a marker was named and occurs fewer than 2 times.
 bool PlanGrowthCheckpoints(const Profile& first, size_t windows, const std::string& marker,
                            GrowthCheckpoints* out, std::string* error);
 
