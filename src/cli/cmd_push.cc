@@ -1,8 +1,8 @@
 // src/cli/cmd_push.cc
 //
 // `memlens push URL CAPTURE[@moment] [--label NAME=VALUE ...] [--service NAME]`: sends a finished
-// capture to a Pyroscope server as one pprof (docs/push.md): in use at the moment, allocated over
-// the whole run, dated from the start of recording to its end.
+// capture to a Pyroscope server as one pprof (docs/push.md): in use at the moment, allocated up
+// to it, dated from the start of recording to the moment.
 #include <iostream>
 #include <memory>
 
@@ -38,13 +38,12 @@ int Push(const PushOptions& o) {
   }
   SetPidLabel(&target, profile.process.pid);
   StackResolver resolver(profile);
-  PprofOptions options;
-  int64_t start = static_cast<int64_t>(profile.process.start_realtime_ns);
-  options.duration_nanos = static_cast<int64_t>(profile.DurationSeconds() * 1e9);
-  options.time_nanos = start + static_cast<int64_t>(profile.snapshot_seconds * 1e9);
+  // Dated from the start of recording to the moment: what the allocated figures cover.
+  PprofOptions options = PprofTimesOf(profile);
   std::string pprof;
   if (!WritePprof(profile, &resolver, options, &pprof, &error)) return Complain(error);
-  int64_t from = start / 1000000000, until = (start + options.duration_nanos) / 1000000000;
+  int64_t from = (options.time_nanos - options.duration_nanos) / 1000000000;
+  int64_t until = options.time_nanos / 1000000000;
   InitPush();
   IngestClient client(target);
   if (!client.Send(pprof, from, until, kTimeout, nullptr, &error)) {
@@ -68,7 +67,7 @@ CommandRunner AddPushCommand(CLI::App* cmd) {
   AddPushLabelOptions(cmd, "", &o->labels, &o->service);
   cmd->footer(
       "The profile holds what was in use at the moment (default: exit) and what was allocated\n"
-      "over the whole run, dated from the start of recording to its end. For basic auth put\n"
+      "up to it, dated from the start of recording to the moment. For basic auth put\n"
       "user:password@ in the URL or MEMLENS_PUSH_USER=user:password in the environment;\n"
       "MEMLENS_PUSH_TENANT sets X-Scope-OrgID.");
   return [o] { return Push(*o); };

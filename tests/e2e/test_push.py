@@ -172,6 +172,32 @@ def test_push_sends_a_finished_capture(tmp_path, receiver, record):
     }
 
 
+def test_push_at_a_moment_is_dated_as_the_export_of_that_moment(tmp_path, receiver, record):
+    """CAPTURE@moment: the figures describe the start of recording up to the moment, and so do
+    the pprof's time and duration (one function dates both commands' profiles)."""
+    recorded = record("push_known", "4", "300")
+    assert recorded.proc.returncode == 3, recorded.proc.stderr
+    moment = f"{recorded.capture}@t=0.5s"
+    out = memlens("push", receiver.url, moment)
+    assert out.returncode == 0, out.stderr
+    pushed = receiver.requests[0]["pprof"]
+    exported = tmp_path / "exported.pb.gz"
+    out = memlens("export", "pprof", moment, "-o", exported)
+    assert out.returncode == 0, out.stderr
+
+    def dates(pprof):
+        raw = subprocess.run([GO, "tool", "pprof", "-raw", "-symbolize=none", str(pprof)],
+                             capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "HOME": str(tmp_path), "PPROF_TMPDIR": str(tmp_path)})
+        assert raw.returncode == 0, raw.stderr
+        return [l for l in raw.stdout.splitlines() if l.startswith(("Time:", "Duration:"))]
+    assert len(dates(exported)) == 2
+    assert dates(pushed) == dates(exported)
+    assert figures(pushed) == figures(exported)
+    query = receiver.requests[0]["query"]
+    assert int(query["until"]) - int(query["from"]) <= 1  # half a second, not the 1.2 s run
+
+
 # Full tracing, and sampling at one byte in one: every block sampled, its weight exactly 1.
 @pytest.mark.parametrize("sampling", [[], ["--sample-rate", "1"]], ids=["full", "sampled"])
 def test_run_pushes_every_period(tmp_path, receiver, sampling):

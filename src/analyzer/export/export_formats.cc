@@ -22,14 +22,8 @@ bool ExportPprof(const Profile& profile, StackResolver* resolver, const ExportOp
         "pprof has no peak sample type: export CAPTURE@peak, whose in-use figures are the peak's";
     return false;
   }
-  PprofOptions pprof;
+  PprofOptions pprof = PprofTimesOf(profile);
   pprof.default_sample_type = options.metric == Metric::kInUse ? "inuse_space" : "alloc_space";
-  // When the figures were taken (the moment) and the stretch the allocated ones cover.
-  pprof.duration_nanos = static_cast<int64_t>(profile.snapshot_seconds * 1e9);
-  if (profile.has_process && profile.process.start_realtime_ns) {
-    pprof.time_nanos =
-        static_cast<int64_t>(profile.process.start_realtime_ns) + pprof.duration_nanos;
-  }
   return WritePprof(profile, resolver, pprof, out, error);
 }
 

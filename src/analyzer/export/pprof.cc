@@ -237,6 +237,16 @@ bool Gzip(const std::string& data, std::string* out, std::string* error) {
 
 }  // namespace
 
+PprofOptions PprofTimesOf(const Profile& profile) {
+  PprofOptions options;
+  options.duration_nanos = static_cast<int64_t>(profile.snapshot_seconds * 1e9);
+  if (profile.has_process && profile.process.start_realtime_ns) {
+    options.time_nanos =
+        static_cast<int64_t>(profile.process.start_realtime_ns) + options.duration_nanos;
+  }
+  return options;
+}
+
 bool WritePprof(const Profile& profile, StackResolver* resolver, const PprofOptions& options,
                 std::string* gzipped, std::string* error) {
   auto known = std::find_if(std::begin(kSampleTypes), std::end(kSampleTypes),

@@ -23,6 +23,11 @@ struct PprofOptions {
   std::string default_sample_type = "inuse_space";  // one of the four sample types' names
 };
 
+// A capture's times as pprof dates them: time_nanos the profile's moment (FILE@moment, as a
+// UNIX time in ns, 0 when the capture has no start time), duration_nanos the stretch from the
+// start of recording to it, which the allocated figures cover.
+PprofOptions PprofTimesOf(const Profile& profile);
+
 // Gzipped profile.proto with sample types alloc_objects/count, alloc_space/bytes,
 // inuse_objects/count, inuse_space/bytes (scaled already for a sampled capture).
 // "alloc" is StackStats allocations/allocated_bytes, "inuse" is in_use_blocks/in_use_bytes.
