@@ -1,7 +1,6 @@
 // src/analyzer/model/capture.cc: see capture.h.
 #include "analyzer/model/capture.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "analyzer/reader/capture_reader.h"
@@ -22,26 +21,6 @@ const SnapshotIndex* Capture::Index() {
 }
 
 namespace {
-
-// As Profile::DurationSeconds, of the last program image.
-class DurationProbe : public format::RecordVisitor {
- public:
-  void OnProcess(const format::ProcessRecord&) override {
-    last_ns_ = 0;
-    end_ns_ = -1;
-  }
-  void OnTime(const format::TimeRecord& r) override {
-    last_ns_ = std::max(last_ns_, r.monotonic_ns);
-  }
-  void OnEnd(const format::EndRecord& r) override {
-    end_ns_ = static_cast<int64_t>(r.monotonic_ns);
-  }
-  double Seconds() const { return (end_ns_ >= 0 ? end_ns_ : static_cast<int64_t>(last_ns_)) / 1e9; }
-
- private:
-  uint64_t last_ns_ = 0;
-  int64_t end_ns_ = -1;
-};
 
 // The records Capture::Outline keeps, as the replay keeps them (replayer.h): an exec's process
 // record starts the outline over.
@@ -73,7 +52,7 @@ class OutlineProbe : public format::RecordVisitor {
 
 }  // namespace
 
-bool Capture::Outline(Profile* outline, std::string* error) {
+bool Capture::Outline(Profile* outline, std::string* error, bool markers) {
   *outline = Profile();
   outline->path = path_;
   OutlineProbe probe(outline);
@@ -81,7 +60,11 @@ bool Capture::Outline(Profile* outline, std::string* error) {
   std::vector<std::string> metadata;
   const SnapshotIndex* index = Index();
   const bool indexed = index && index->end.state.blob_size && ReadIndexMetadata(*index, &metadata);
-  if (indexed) read.metadata_only = &metadata;
+  if (indexed) {
+    read.metadata_only = &metadata;
+  } else if (!markers) {
+    read.decoding = [](uint64_t) { return format::EventDecoding::kSkip; };  // metadata is enough
+  }
   if (!ReadCapture(path_, &probe, &outline->read, error, read)) return false;
   if (indexed) {
     outline->markers = index->markers;
@@ -91,18 +74,9 @@ bool Capture::Outline(Profile* outline, std::string* error) {
 }
 
 bool Capture::DurationSeconds(double* seconds, std::string* error) {
-  DurationProbe probe;
-  ReadStatus status;
-  ReadOptions read;
-  std::vector<std::string> metadata;
-  const SnapshotIndex* index = Index();
-  if (index && index->end.state.blob_size && ReadIndexMetadata(*index, &metadata)) {
-    read.metadata_only = &metadata;
-  } else {
-    read.decoding = [](uint64_t) { return format::EventDecoding::kSkip; };  // metadata is enough
-  }
-  if (!ReadCapture(path_, &probe, &status, error, read)) return false;
-  *seconds = probe.Seconds();
+  Profile outline;
+  if (!Outline(&outline, error, /*markers=*/false)) return false;
+  *seconds = outline.DurationSeconds();
   return true;
 }
 

@@ -27,18 +27,17 @@ class Capture {
   // The capture's snapshot index, read on first use; null when it has none or a stale one, or
   // when MEMLENS_INDEX=0.
   const SnapshotIndex* Index();
-  // How long the capture lasts (the end record's time, else the last time mark's), for the
-  // views that place moments across it before they load it (report's checkpoints): from the
-  // index's copy of the metadata when it has one, no chunk of the capture read; else from the
-  // capture, its events not replayed. Returns false with one line in *error when unreadable.
+  // How long the capture lasts (Profile::DurationSeconds of its Outline without markers), for
+  // the views that place moments across it before they load it (report's checkpoints).
   bool DurationSeconds(double* seconds, std::string* error);
   // The capture's outline, for a view that places moments across it before it loads it
   // (leaks --growth): of its last program image, the Profile fields process, has_process,
   // strings, times, end, markers and program_end_seq (so SecondsAt and DurationSeconds answer
   // as the loaded profile's will), read without replaying an event: from the index when it has
   // one (its markers, its copy of the metadata, no chunk of the capture read), else from the
-  // capture, its events decoded only. Returns false with one line in *error when unreadable.
-  bool Outline(Profile* outline, std::string* error);
+  // capture, its events decoded only (not even that without `markers`: then the outline has no
+  // markers and no program end). Returns false with one line in *error when unreadable.
+  bool Outline(Profile* outline, std::string* error, bool markers = true);
   // An index just built for it (BuildSnapshotIndex, or a replay that wrote one).
   void SetIndex(const SnapshotIndex& index) { index_ = index; }
 
