@@ -359,9 +359,9 @@ std::string SpanRefusal(const SpanOptions& options) {
   int state = g_state.load();
   if (state == kRecording) {
     return g_span_open ? "already recording (into '" + *g_span_path + "'): stop that span first"
-                       : "this process is recorded whole, from its start (the agent was "
-                         "preloaded by memlens run or LD_PRELOAD): spans are for a process "
-                         "that was not";
+                       : "this process is already recorded whole, from its start, by memlens "
+                         "run (the agent is preloaded): no span can start; the whole capture "
+                         "goes on";
   }
   if (g_forked_while_recording) {
     return "this process was forked while its parent recorded: it cannot record";
