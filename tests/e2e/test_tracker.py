@@ -66,6 +66,15 @@ def leaks_by_line(capture, file_suffix):
     return {l["site"]["line"]: l for l in leaks if l["site"]["file"].endswith(file_suffix)}
 
 
+def leaked_through(capture, file_suffix, line):
+    """(bytes, blocks) in use at the capture's end whose stack passes through file:line (a
+    native frame under a Python site)."""
+    leaks = [l for l in analyze(capture, "leaks")["leaks"]
+             if any(f.get("file", "").endswith(file_suffix) and f.get("line") == line
+                    for f in l["stack"])]
+    return sum(l["bytes"] for l in leaks), sum(l["blocks"] for l in leaks)
+
+
 def test_agent_static_tls_is_small_enough_to_dlopen():
     """glibc leaves a module dlopen'ed after start about 1 KiB of static TLS for initial-exec
     variables (its surplus, shared with every other such module): the agent's block must stay a
@@ -253,13 +262,14 @@ def test_native_bytes_of_an_extension_in_a_span(python, tmp_path):
         """)
     script.run(python)
     capture = tmp_path / "native.mlens"
-    in_ext = rows_by_line(capture, "/memlens_test_ext.c")
-    without_gil = in_ext[line_of_ext(ext, "without_gil")]
-    assert without_gil["allocated_bytes"] == without_gil["leaked_bytes"] == 12345
-    assert without_gil["python_allocated_bytes"] == 0
-    assert in_ext[line_of_ext(ext, "native_thread")]["allocated_bytes"] == 23456
+    assert leaked_through(capture, "/memlens_test_ext.c", line_of_ext(ext, "without_gil")) == (
+        12345, 1)
+    assert leaked_through(capture, "/memlens_test_ext.c", line_of_ext(ext, "native_thread")) == (
+        23456, 1)
+    # The Python line that called in, known although the call released the GIL.
     rows = rows_by_line(capture, "/span_program.py")
-    assert rows[script.line("inside")]["allocated_bytes"] == 12345
+    inside = rows[script.line("inside")]
+    assert inside["allocated_bytes"] - inside["python_allocated_bytes"] == 12345
     assert script.line("before") not in rows and script.line("after") not in rows
 
 
@@ -282,9 +292,8 @@ def test_library_dlopened_after_start_is_seen(python, tmp_path):
             block = plugin.plugin_allocate()
         """)
     script.run(python)
-    rows = rows_by_line(tmp_path / "plugin.mlens", "/libplugin_alloc.c")
-    row = rows[line_of("libplugin_alloc.c", "plugin_allocate")]
-    assert row["allocated_bytes"] == row["leaked_bytes"] == 4321
+    assert leaked_through(tmp_path / "plugin.mlens", "/libplugin_alloc.c",
+                          line_of("libplugin_alloc.c", "plugin_allocate")) == (4321, 1)
 
 
 def test_numpy_inside_a_span(python, tmp_path):
@@ -293,17 +302,27 @@ def test_numpy_inside_a_span(python, tmp_path):
         import memlens, numpy
         before = numpy.ones(1_000_000)
         ones = zeros = None
-        with memlens.Tracker("numpy.mlens"):
+        with memlens.Tracker("numpy.mlens"):                # @span
             ones = numpy.ones(1_000_000)               # @ones
             zeros = numpy.zeros(2_000_000)             # @zeros
             del before
         """)
     script.run(python)
-    rows = rows_by_line(tmp_path / "numpy.mlens", "/span_program.py")
-    ones, zeros = rows[script.line("ones")], rows[script.line("zeros")]
-    assert ones["allocated_bytes"] - ones["python_allocated_bytes"] == 8_000_000
-    assert zeros["allocated_bytes"] - zeros["python_allocated_bytes"] == 16_000_000
-    assert ones["leaked_bytes"] >= 8_000_000 and zeros["leaked_bytes"] >= 16_000_000
+    # numpy's data buffer is a block of its own, with its own stack, at the line: through the
+    # C library's malloc (numpy 2.4 on 3.11), or Python's raw domain (numpy 2.5).
+    leaks = leaks_by_line_all(tmp_path / "numpy.mlens", "/span_program.py")
+    assert 8_000_000 in [l["bytes"] for l in leaks[script.line("ones")]]
+    assert 16_000_000 in [l["bytes"] for l in leaks[script.line("zeros")]]
+    assert set(leaks) <= {script.line("ones"), script.line("zeros"), script.line("span")}
+
+
+def leaks_by_line_all(capture, file_suffix):
+    """{line: [leaks entries]} at the sites in the file ending with file_suffix."""
+    found = {}
+    for l in analyze(capture, "leaks")["leaks"]:
+        if l["site"]["file"].endswith(file_suffix):
+            found.setdefault(l["site"]["line"], []).append(l)
+    return found
 
 
 # --- the C API, with the agent dlopen'ed ---------------------------------------------------------
