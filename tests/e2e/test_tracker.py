@@ -156,6 +156,27 @@ def test_span_counts_exact_python_bytes_at_their_lines(python, tmp_path):
     assert "(a span, stopped by memlens_stop)" in text and "still allocated at stop" in text
 
 
+def test_flush_makes_a_growing_capture_readable(python, tmp_path):
+    """After Tracker.flush() the views read the capture while the span still records: the block
+    is there, in use, and the capture has no END yet."""
+    script = Script(tmp_path, f"""
+        import json, subprocess, memlens
+        block = None
+        with memlens.Tracker("growing.mlens") as tracker:
+            block = bytearray(1_000_003)               # @block
+            tracker.flush()
+            ask = lambda *view: json.loads(subprocess.run(
+                [{str(BUILD / "bin" / "memlens")!r}, *view, tracker.path, "--json"],
+                capture_output=True, text=True).stdout)
+            rows = ask("top", "--by", "line")["rows"]
+            print(ask("summary")["capture"]["end_reason"],
+                  *[r["leaked_bytes"] for r in rows if r["site"]["line"] == 5])
+        """)
+    assert script.line("block") == 5
+    assert script.run(python).stdout.split() == ["None",
+                                                 str(python.size_of("bytearray(1_000_003)"))]
+
+
 def test_start_stop_start_gives_two_captures_with_their_own_figures(python, tmp_path):
     script = Script(tmp_path, """
         import memlens
