@@ -267,6 +267,31 @@ def test_under_memlens_run_start_is_refused_and_the_whole_capture_goes_on(python
     assert row["allocated_bytes"] == python.size_of("bytearray(1_000_003)")
 
 
+def test_a_child_of_a_recorded_process_records_spans_through_the_preloaded_agent(python,
+                                                                                  tmp_path):
+    """memlens run records the parent only; its child inherits the preloaded agent, passive,
+    and can record a span with it (nothing patched: its interposers are the program's)."""
+    child = Script(tmp_path, """
+        import memlens, memlens_test_ext
+        block = None
+        with memlens.Tracker("child.mlens"):
+            block = bytearray(2_000_003)               # @block
+            memlens_test_ext.alloc_without_gil(12345)  # @native
+        """)
+    parent = tmp_path / "parent.py"
+    parent.write_text(f"import subprocess, sys\n"
+                      f"subprocess.run([sys.executable, {str(child.path)!r}], check=True)\n")
+    proc = subprocess.run([str(BUILD / "bin" / "memlens"), "run", "-o", str(tmp_path / "p.mlens"),
+                           "--", str(python), str(parent)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=environment())
+    assert proc.returncode == 0, proc.stderr
+    rows = rows_by_line(tmp_path / "child.mlens", "/span_program.py")
+    assert rows[child.line("block")]["leaked_bytes"] == python.size_of("bytearray(2_000_003)")
+    native = rows[child.line("native")]
+    assert native["allocated_bytes"] - native["python_allocated_bytes"] == 12345
+    assert analyze(tmp_path / "child.mlens", "summary")["capture"]["end_reason"] == "stopped"
+
+
 # --- native memory (the GOT/PLT patcher) ---------------------------------------------------------
 
 def test_native_bytes_of_an_extension_in_a_span(python, tmp_path):
