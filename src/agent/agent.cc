@@ -444,9 +444,16 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
 
 }  // namespace
 
+// Start and stop never wait for each other: start may wait for the GIL (AttachPython) while
+// a Python thread holding it calls stop.
+constexpr char kSpanBusy[] = "another thread is starting or stopping a span right now";
+
 bool StartSpan(const char* path, const char* options, std::string* error) {
   HookGuard guard;  // nothing the agent allocates here is the program's
-  pthread_mutex_lock(&g_span_mutex);
+  if (pthread_mutex_trylock(&g_span_mutex) != 0) {
+    *error = kSpanBusy;
+    return false;
+  }
   if (!g_span_path) g_span_path = new std::string();
   bool started = StartSpanLocked(path, options, error);
   pthread_mutex_unlock(&g_span_mutex);
@@ -455,7 +462,10 @@ bool StartSpan(const char* path, const char* options, std::string* error) {
 
 bool StopSpan(std::string* error) {
   HookGuard guard;
-  pthread_mutex_lock(&g_span_mutex);
+  if (pthread_mutex_trylock(&g_span_mutex) != 0) {
+    *error = kSpanBusy;
+    return false;
+  }
   bool stopped = false;
   if (!g_span_open || g_state.load() != kRecording || getpid() != g_pid) {
     *error = g_state.load() == kRecording && !g_span_open

@@ -66,6 +66,7 @@ def _load_agent():
             lib.memlens_stop.restype = ctypes.c_int
             lib.memlens_flush.argtypes = []
             lib.memlens_flush.restype = None
+            lib.memlens_is_recording.restype = ctypes.c_int
             _agent = lib
         return _agent
 
@@ -138,9 +139,12 @@ class Tracker:
         """Ends the span; returns the capture's path, complete (its END record written)."""
         if not self._recording:
             raise RuntimeError("memlens: not recording: this Tracker was not started")
-        self._recording = False
         if _agent.memlens_stop() != 0:
-            raise RuntimeError("memlens: the span had already ended (the process is exiting)")
+            # Another thread is starting or stopping a span, or the process is exiting: the
+            # agent said which on stderr.
+            self._recording = bool(_agent.memlens_is_recording())
+            raise RuntimeError("memlens: the span was not stopped (the reason is on stderr)")
+        self._recording = False
         return self.path
 
     def flush(self):
