@@ -209,6 +209,34 @@ def test_start_stop_start_gives_two_captures_with_their_own_figures(python, tmp_
         assert analyze(path, "summary")["capture"]["end_reason"] == "stopped"
 
 
+def test_spans_and_tracemalloc_chained_on_top_of_them(python, tmp_path):
+    """tracemalloc started during a span puts its hooks on top of memlens's: stop leaves ours
+    under it, idle, so tracemalloc keeps counting; a later span records through them again."""
+    script = Script(tmp_path, """
+        import memlens, tracemalloc
+        a = b = None
+        memlens.start("one.mlens")
+        tracemalloc.start()
+        a = bytearray(1_000_003)                   # @a
+        memlens.stop()
+        b = bytearray(2_000_005)                   # @b
+        current, peak = tracemalloc.get_traced_memory()
+        print(current >= 3_000_008)
+        tracemalloc.stop()
+        a = None
+        with memlens.Tracker("two.mlens"):
+            a = bytearray(3_000_007)               # @again
+        """)
+    assert script.run(python).stdout == "True\n"
+    one, two = (rows_by_line(tmp_path / c, "/span_program.py") for c in ("one.mlens", "two.mlens"))
+    # At @a also tracemalloc's own record of the block, made through our wrappers under it.
+    buffers = [l["bytes"] for l in leaks_by_line_all(tmp_path / "one.mlens",
+                                                     "/span_program.py")[script.line("a")]]
+    assert 1_000_004 in buffers  # the bytearray's buffer: its size, and the terminating 0
+    assert script.line("b") not in one
+    assert two[script.line("again")]["leaked_bytes"] == python.size_of("bytearray(3_000_007)")
+
+
 def test_bad_calls_raise_one_clear_error_and_the_program_goes_on(python, tmp_path):
     script = Script(tmp_path, f"""
         import memlens
