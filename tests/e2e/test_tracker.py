@@ -237,6 +237,31 @@ def test_spans_and_tracemalloc_chained_on_top_of_them(python, tmp_path):
     assert two[script.line("again")]["leaked_bytes"] == python.size_of("bytearray(3_000_007)")
 
 
+def test_span_options_python_frames_and_a_sample_rate_kept_for_the_process(python, tmp_path):
+    script = Script(tmp_path, """
+        import memlens
+        x = None
+        def inner():
+            global x
+            x = bytearray(5_000_000)               # @inner
+        with memlens.Tracker("frames.mlens", sample_rate=4096, python_frames=1):
+            inner()                                # @call
+        try:
+            memlens.start("other.mlens", sample_rate=100)
+        except RuntimeError as error:
+            print(error)
+        """)
+    proc = script.run(python, MEMLENS_SAMPLE_SEED="1")  # the environment's settings apply too
+    assert proc.stdout == ("memlens: sample_rate is fixed for the process by its first span "
+                           "(4096): this span asks 100\n")
+    capture = tmp_path / "frames.mlens"
+    assert analyze(capture, "summary")["capture"]["sample_rate"] == 4096
+    # One Python frame kept: the stack has @inner's line and not the caller's.
+    (leak,) = [l for l in analyze(capture, "leaks")["leaks"] if l["site"]["python"]]
+    lines = [f.get("line") for f in leak["stack"] if f.get("file", "").endswith("span_program.py")]
+    assert lines == [script.line("inner")]
+
+
 def test_bad_calls_raise_one_clear_error_and_the_program_goes_on(python, tmp_path):
     script = Script(tmp_path, f"""
         import memlens
