@@ -105,6 +105,7 @@ def test_loaded_agent_records_nothing_until_start(python, tmp_path):
 
 SPAN = """
     import memlens
+    kept = freed_after = tracker = after = None  # globals made now: a new one may grow the dict
     before = bytearray(1_000_001)              # @before
     freed_inside = bytearray(1_100_011)        # @freed_inside
 
