@@ -252,6 +252,21 @@ TEST_F(GotTableTest, ASlotTheProgramChangedKeepsTheProgramsValue) {
   *plt_->pointer = RealMalloc();
 }
 
+// With the agent linked in (or a slot set to it some other way) the loader bound the slot to
+// the hook: nothing to restore, and a later change by the program is left alone.
+TEST_F(GotTableTest, ASlotBoundToTheHookAlreadyIsLeftAsItIs) {
+  *plt_->pointer = CountingMalloc;
+  GotTable& table = NewTable();
+  table.Patch();
+  *plt_->pointer = ProgramsOwnMalloc;
+  EXPECT_EQ(table.Refresh().written, 0u);
+  EXPECT_EQ(*plt_->pointer, ProgramsOwnMalloc);
+  *plt_->pointer = CountingMalloc;
+  table.Unpatch();
+  EXPECT_EQ(*plt_->pointer, CountingMalloc);
+  *plt_->pointer = RealMalloc();
+}
+
 TEST_F(GotTableTest, ASlotLazyBindingResolvedOverTheHookGetsItBack) {
   GotTable& table = NewTable();
   table.Patch();
