@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -373,6 +375,37 @@ TEST_F(GotTableTest, AnUnloadedLibraryIsForgotten) {
   table.Unpatch();  // touches nothing of the unmapped library
   plt_->Use();
   EXPECT_EQ(g_mallocs, 0);
+}
+
+// Threads keep calling through the slots (the lazy ones resolving on first use) while the
+// table is patched and unpatched again and again: every call lands, and once unpatched no slot
+// holds a hook.
+TEST_F(GotTableTest, ThreadsCallingThroughTheSlotsMeanwhileAreUnharmed) {
+  std::atomic<bool> done{false};
+  std::atomic<long> calls{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      while (!done.load()) {
+        for (const Fixture* fixture : {plt_, noplt_, now_}) fixture->Use();
+        calls += 6;
+      }
+    });
+  }
+  GotTable& table = NewTable();
+  std::vector<Slot> slots;
+  for (int round = 0; round < 50; ++round) {
+    table.Patch();
+    if (round == 0) slots = table.Slots();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    table.Unpatch();
+  }
+  done = true;
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_GT(calls.load(), 0);
+  EXPECT_GT(g_mallocs.load(), 0);  // while patched, calls went through the hooks
+  ASSERT_FALSE(slots.empty());
+  for (const Slot& slot : slots) EXPECT_NE(*slot.address, slot.hook);
 }
 
 TEST_F(GotTableTest, RefreshPatchesNothingOutsidePatchAndUnpatch) {
