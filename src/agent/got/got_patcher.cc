@@ -22,9 +22,19 @@ bool Patchable(const dl_phdr_info& object) {
   return std::strncmp(slash ? slash + 1 : name, "libmemlens_python", 17) != 0;
 }
 
+// Interposers a span does without: their job is the fatal-signal stand-ins, which only a
+// preloaded agent installs (docs/agent.md, "Spans"); patched in, they would install one when the
+// program sets a fatal signal's default action, and the program would see it after the stop.
+bool LeftToTheProgram(const std::string& name) {
+  return name == "sigaction" || name == "signal" || name == "bsd_signal" || name == "sysv_signal";
+}
+
 int FindSelf(dl_phdr_info* info, size_t, void* out) {
   if (!ObjectContains(*info, reinterpret_cast<uintptr_t>(&FindSelf))) return 0;
-  *static_cast<std::vector<Hook>*>(out) = ExportedFunctions(*info, "memlens_");
+  std::vector<Hook>& hooks = *static_cast<std::vector<Hook>*>(out);
+  for (Hook& hook : ExportedFunctions(*info, "memlens_")) {
+    if (!LeftToTheProgram(hook.name)) hooks.push_back(std::move(hook));
+  }
   return 1;
 }
 

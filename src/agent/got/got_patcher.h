@@ -6,10 +6,12 @@
 // and its Python hooks libraries (got_table.h says how, docs/agent.md "GOT patching" what is
 // caught and what is missed).
 //
-// The hooks are every function the agent exports but its API (memlens_*): the version script
-// (exports.map.in) is made from hooks/hooked_functions.h and hooks/cxx_forms.h (with
-// interposers.cc's mmap64 and execl forms), so a patched process goes through exactly the
-// interposers a preloaded one does, and no third list is kept here.
+// The hooks are every function the agent exports but its API (memlens_*) and the signal
+// functions (sigaction, signal...: a span installs no fatal-signal stand-ins): the version
+// script (exports.map.in) is made from hooks/hooked_functions.h and hooks/cxx_forms.h (with
+// interposers.cc's mmap64 and execl forms), so a patched process goes through the interposers
+// a preloaded one does (allocation, mappings, dlopen/dlclose, exec, _exit, fork and spawn,
+// close and dup), and no third list is kept here.
 //
 // The interposers must pass through when the process is not recording: a function pointer
 // copied out of a patched slot (a GLOB_DAT or data pointer) keeps calling them after

@@ -231,11 +231,18 @@ size_t PatchSlots(std::vector<Slot>& slots, Maps& maps) {
   for (int round = 0; round < 3; ++round) {
     std::vector<Write> writes;
     for (Slot& slot : slots) {
-      uintptr_t now = Load(slot);
-      if (now == slot.hook) continue;
-      if (!slot.ours && now == 0) continue;  // an unresolved weak import: the program tests it
-      if (slot.ours && slot.kind == SlotKind::kDataPointer) continue;  // the program's change
-      writes.push_back({&slot, now, slot.hook});
+      const uintptr_t now = Load(slot);
+      if (!slot.ours) {
+        if (now == 0) continue;  // an unresolved weak import: the program tests it for null
+        if (now == slot.hook) {  // bound to the hook already (the agent linked in): kept as is
+          slot.ours = true;
+          slot.saved = now;
+          continue;
+        }
+        writes.push_back({&slot, now, slot.hook});
+      } else if (now != slot.hook && slot.kind != SlotKind::kDataPointer) {
+        writes.push_back({&slot, now, slot.hook});  // the loader bound it again
+      }  // else it holds the hook, or it is a data pointer the program changed: left alone
     }
     if (writes.empty()) break;
     WriteAll(writes, maps);
@@ -252,7 +259,9 @@ size_t PatchSlots(std::vector<Slot>& slots, Maps& maps) {
 size_t RestoreSlots(std::vector<Slot>& slots, Maps& maps) {
   std::vector<Write> writes;
   for (Slot& slot : slots) {
-    if (slot.ours && Load(slot) == slot.hook) writes.push_back({&slot, slot.hook, slot.saved});
+    if (slot.ours && slot.saved != slot.hook && Load(slot) == slot.hook) {
+      writes.push_back({&slot, slot.hook, slot.saved});
+    }
   }
   WriteAll(writes, maps);
   return std::count_if(writes.begin(), writes.end(), [](const Write& w) { return w.done; });

@@ -53,7 +53,8 @@ struct Slot {
   uintptr_t saved;  // what it held before the hook: what Unpatch writes back
   uintptr_t hook;
   SlotKind kind;
-  bool ours;  // we wrote the hook (false: it held the hook already, e.g. the agent is linked)
+  bool ours;  // in our care since the first Patch that saw it (saved is set; saved == hook:
+              // it held the hook already, the agent being linked in, and is never restored)
 };
 
 class GotTable {

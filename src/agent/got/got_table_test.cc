@@ -7,14 +7,18 @@
 
 #include <dlfcn.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -250,6 +254,21 @@ TEST_F(GotTableTest, ASlotTheProgramChangedKeepsTheProgramsValue) {
   *plt_->pointer = RealMalloc();
 }
 
+// With the agent linked in (or a slot set to it some other way) the loader bound the slot to
+// the hook: nothing to restore, and a later change by the program is left alone.
+TEST_F(GotTableTest, ASlotBoundToTheHookAlreadyIsLeftAsItIs) {
+  *plt_->pointer = CountingMalloc;
+  GotTable& table = NewTable();
+  table.Patch();
+  *plt_->pointer = ProgramsOwnMalloc;
+  EXPECT_EQ(table.Refresh().written, 0u);
+  EXPECT_EQ(*plt_->pointer, ProgramsOwnMalloc);
+  *plt_->pointer = CountingMalloc;
+  table.Unpatch();
+  EXPECT_EQ(*plt_->pointer, CountingMalloc);
+  *plt_->pointer = RealMalloc();
+}
+
 TEST_F(GotTableTest, ASlotLazyBindingResolvedOverTheHookGetsItBack) {
   GotTable& table = NewTable();
   table.Patch();
@@ -300,6 +319,48 @@ TEST_F(GotTableTest, ALibraryLoadedLaterIsPatchedByRefresh) {
   dlclose(late.handle);
 }
 
+// The RELRO pages of the library loaded at `path`, as glibc protects them (ends rounded down).
+std::pair<uintptr_t, uintptr_t> RelroOf(const std::string& path) {
+  std::pair<std::string, std::pair<uintptr_t, uintptr_t>> search{path, {0, 0}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        auto& [wanted, range] = *static_cast<decltype(search)*>(out);
+        if (!info->dlpi_name || wanted != info->dlpi_name) return 0;
+        const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+          if (segment.p_type != PT_GNU_RELRO) continue;
+          range.first = (info->dlpi_addr + segment.p_vaddr) & ~(page - 1);
+          range.second = (info->dlpi_addr + segment.p_vaddr + segment.p_memsz) & ~(page - 1);
+        }
+        return 1;
+      },
+      &search);
+  return search.second;
+}
+
+// A library whose RELRO is still writable is being relocated by a dlopen on another thread:
+// a lazy slot written now would get the load base added by the loader. It waits for a later
+// Refresh, once the loader has made its RELRO read-only.
+TEST_F(GotTableTest, ALibraryStillBeingRelocatedIsLeftForLater) {
+  Fixture late = Open("got_fixture_late", RTLD_NOW);
+  ASSERT_NE(late.handle, nullptr);
+  auto [start, end] = RelroOf(late.path);
+  ASSERT_LT(start, end);
+  ASSERT_EQ(mprotect(reinterpret_cast<void*>(start), end - start, PROT_READ | PROT_WRITE), 0);
+  GotTable& table = NewTable();
+  table.Patch();
+  EXPECT_TRUE(SlotsOf(table, late).empty());
+  late.Use();
+  EXPECT_EQ(g_mallocs, 0);
+  ASSERT_EQ(mprotect(reinterpret_cast<void*>(start), end - start, PROT_READ), 0);
+  EXPECT_EQ(table.Refresh().written, 3u);
+  late.Use();
+  EXPECT_EQ(g_mallocs, 2);
+  table.Unpatch();
+  dlclose(late.handle);
+}
+
 TEST_F(GotTableTest, AnUnloadedLibraryIsForgotten) {
   GotTable& table = NewTable();
   Fixture late = Open("got_fixture_late", RTLD_NOW);
@@ -314,6 +375,37 @@ TEST_F(GotTableTest, AnUnloadedLibraryIsForgotten) {
   table.Unpatch();  // touches nothing of the unmapped library
   plt_->Use();
   EXPECT_EQ(g_mallocs, 0);
+}
+
+// Threads keep calling through the slots (the lazy ones resolving on first use) while the
+// table is patched and unpatched again and again: every call lands, and once unpatched no slot
+// holds a hook.
+TEST_F(GotTableTest, ThreadsCallingThroughTheSlotsMeanwhileAreUnharmed) {
+  std::atomic<bool> done{false};
+  std::atomic<long> calls{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      while (!done.load()) {
+        for (const Fixture* fixture : {plt_, noplt_, now_}) fixture->Use();
+        calls += 6;
+      }
+    });
+  }
+  GotTable& table = NewTable();
+  std::vector<Slot> slots;
+  for (int round = 0; round < 50; ++round) {
+    table.Patch();
+    if (round == 0) slots = table.Slots();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    table.Unpatch();
+  }
+  done = true;
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_GT(calls.load(), 0);
+  EXPECT_GT(g_mallocs.load(), 0);  // while patched, calls went through the hooks
+  ASSERT_FALSE(slots.empty());
+  for (const Slot& slot : slots) EXPECT_NE(*slot.address, slot.hook);
 }
 
 TEST_F(GotTableTest, RefreshPatchesNothingOutsidePatchAndUnpatch) {
