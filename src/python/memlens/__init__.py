@@ -7,6 +7,10 @@ the `memlens` executable and the agent it preloads into the profiled program; se
 A program can also talk to memlens (no-ops when it is not being recorded; memlens/api.py,
 docs/api.md): memlens.Heap(name) for its own pools, memlens.marker(name),
 memlens.snapshot(name), `with memlens.region(name):`.
+
+In IPython or Jupyter, `%load_ext memlens` adds the `%%memlens` cell magic (memlens/notebook.py,
+docs/notebook.md); `pytest --memlens` and the limit_memory/limit_leaks markers come from
+memlens/pytest_plugin.py (docs/pytest.md).
 """
 import os
 import pathlib
@@ -30,3 +34,9 @@ def executable() -> pathlib.Path:
             return path
     raise FileNotFoundError("memlens: the memlens executable is not installed next to this "
                             "package (reinstall with `pip install .`)")
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext memlens`: the `%%memlens` cell magic (IPython is imported only here)."""
+    from memlens import notebook
+    notebook.load_ipython_extension(ipython)
