@@ -11,6 +11,7 @@ self-contained page, offline. The page sits in a sandboxed iframe (srcdoc) so th
 scripts cannot touch the notebook's, nor the notebook's it.
 
 Lines are counted from the cell's first line, the `%%memlens` line, as the notebook shows them.
+The cell's last expression is not displayed: the report is the cell's output.
 """
 import gc
 import html
@@ -83,6 +84,19 @@ def render(capture, *, leaks=False, height=600):
 
 @magics_class
 class MemlensMagics(Magics):
+    def _run(self, cell):
+        """Runs the cell in the notebook's namespace as IPython would (its syntax transformed,
+        its source kept for tracebacks), a blank line first so that its lines are numbered as
+        the notebook shows them (the %%memlens line is line 1). Not through a nested run_cell,
+        which would take the magic's result for its own."""
+        shell = self.shell
+        code = "\n" + shell.transform_cell(cell)
+        filename = shell.compile.cache(code, shell.execution_count, raw_code="\n" + cell)
+        try:
+            exec(compile(code, filename, "exec"), shell.user_global_ns, shell.user_ns)
+        except Exception:
+            shell.showtraceback()
+
     @magic_arguments()
     @argument("--native", dest="native", action="store_true", default=True,
               help="record malloc, mmap and C++ new as well as Python's allocator (default)")
@@ -108,8 +122,7 @@ class MemlensMagics(Magics):
                                       python_frames=args.python_frames)
             tracker.start()
             try:
-                # A blank first line: the cell's lines are numbered as the notebook shows them.
-                self.shell.run_cell("\n" + cell, store_history=False)
+                self._run(cell)
                 gc.collect()  # cycles are garbage, not memory the cell kept
             finally:
                 capture = tracker.stop()

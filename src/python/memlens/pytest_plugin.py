@@ -5,8 +5,8 @@
     @pytest.mark.limit_leaks("1 MB")       # fail when one stack leaks more than 1 MiB
     pytest --memlens --memlens-fail-on-increase   # fail when a test's peak grew since last time
 
-Each recorded test function runs inside a memlens.Tracker span of its own (only the function:
-not its fixtures, not pytest's bookkeeping) and the span's capture is asked with the same views
+Each recorded test runs inside a memlens.Tracker span of its own (only the test's call: not
+its fixtures, not pytest's bookkeeping) and the span's capture is asked with the same views
 as the command line (memlens._cli), so the figures are those of `memlens top/leaks`.
 
 Leaks without noise (measured in docs/pytest.md): a full garbage collection before the span
@@ -218,9 +218,10 @@ class _Plugin:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_")[:150]
         return os.path.join(self.directory, f"{self.counter:04d}-{name}.mlens")
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_pyfunc_call(self, pyfuncitem):
-        item = pyfuncitem
+    # The innermost wrapper of the call phase: the span holds the test (a function's body, a
+    # unittest case's setUp, test and tearDown), not fixtures, nor other plugins' wrappers.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_call(self, item):
         try:
             limits = _Limits(item)
         except ValueError as error:
