@@ -8,6 +8,9 @@ A program can also talk to memlens (no-ops when it is not being recorded; memlen
 docs/api.md): memlens.Heap(name) for its own pools, memlens.marker(name),
 memlens.snapshot(name), `with memlens.region(name):`.
 
+It can also record spans of itself without `memlens run` (memlens/tracker.py, docs/api.md):
+`with memlens.Tracker("x.mlens"): ...`, or memlens.start() ... memlens.stop().
+
 In IPython or Jupyter, `%load_ext memlens` adds the `%%memlens` cell magic (memlens/notebook.py,
 docs/notebook.md); `pytest --memlens` and the limit_memory/limit_leaks markers come from
 memlens/pytest_plugin.py (docs/pytest.md).
@@ -16,6 +19,7 @@ import os
 import pathlib
 
 from memlens.api import Heap, is_recording, marker, region, snapshot
+from memlens.tracker import Tracker, start, stop
 
 # The one place the version is kept: CMakeLists.txt and pyproject.toml read it from here.
 __version__ = "0.1.0"
