@@ -45,11 +45,16 @@ def test_the_magic_shows_the_cells_peak_and_line(tmp_path):
     # The lines as the notebook numbers them: the %%memlens line is line 1.
     site = summary["top_peak"][0]["site"]
     assert site["line"] == 2 and site["file"].startswith("<ipython-input-"), site
-    assert (f"<td style='text-align:right' data-bytes='3000001'>2.9 MiB</td><td><code>"
-            f"{html.escape(site['file'])}:2 (&lt;module&gt;)</code>") in page
+    # bytearray(n): an object of sys.getsizeof(bytearray()) bytes and a buffer of n + 1.
+    header = int(subprocess.run([TESTS_PYTHON, "-c", "import sys; print(sys.getsizeof("
+                                 "bytearray()))"], capture_output=True, text=True).stdout)
+    assert summary["top_peak"][0]["peak_bytes"] == 3_000_001 + header
+    assert (f"<td style='text-align:right' data-bytes='{3_000_001 + header}'>2.9 MiB</td><td>"
+            f"<code>{html.escape(site['file'])}:2 (&lt;module&gt;)</code>") in page
     leaked = summary["top_in_use_at_exit"][0]
-    assert (leaked["site"]["line"], leaked["leaked_bytes"]) == (4, 1_000_001)
-    assert f"data-bytes='1000001'>976.6 KiB</td><td><code>{html.escape(site['file'])}:4 " in page
+    assert (leaked["site"]["line"], leaked["leaked_bytes"]) == (4, 1_000_001 + header)
+    assert (f"data-bytes='{1_000_001 + header}'>976.6 KiB</td><td><code>"
+            f"{html.escape(site['file'])}:4 (&lt;module&gt;)") in page
     # The report: the whole page inside a sandboxed iframe, its markup escaped into srcdoc.
     frame = page[page.index("<iframe"):]
     assert frame.startswith('<iframe srcdoc="&lt;!DOCTYPE html&gt;') and 'sandbox="allow-scripts"' in frame

@@ -5,6 +5,7 @@ exact lines in what pytest prints."""
 import importlib.util
 import os
 import pathlib
+import re
 import sys
 import tomllib
 
@@ -152,7 +153,8 @@ def test_over_its_limit_fails_with_the_allocating_line(run, pytester):
     # bytearray(n) asks Python's allocator for n + 1 bytes, once.
     assert (f"4.0 MiB ({4 * 1024 * 1024 + 1} B) in 1 block(s) allocated at "
             f"{path}:{line} in test_big") in text, text
-    result.stdout.fnmatch_lines(["*test_big - memlens: the test's peak was 4.0 MiB*"])
+    result.stdout.fnmatch_lines(["*_ test_big _*", "memlens: the test's peak was 4.0 MiB (* B), "
+                                 "over its limit_memory of 1.0 MiB (1048576 B)*"])
 
 
 def test_leaks_fail_with_the_leaking_line_and_clean_tests_pass(run, pytester):
@@ -200,8 +202,8 @@ def test_leaks_fail_with_the_leaking_line_and_clean_tests_pass(run, pytester):
     line = line_in(path, "# the leak")
     assert (f"97.7 KiB (100001 B) in 1 block(s) allocated at {path}:{line} in test_leaks"
             in text), text
-    result.stdout.fnmatch_lines(["*test_leaks - memlens: 1 stack(s) leaked more than the "
-                                 "limit_leaks of 64.0 KiB*"])
+    result.stdout.fnmatch_lines(["*_ test_leaks _*", "memlens: 1 stack(s) leaked more than the "
+                                 "limit_leaks of 64.0 KiB (65536 B) each:"])
 
 
 def test_the_summary_lists_the_biggest_tests(run, pytester):
@@ -221,8 +223,10 @@ def test_the_summary_lists_the_biggest_tests(run, pytester):
     text = result.stdout.str()
     assert outcomes(result) == {"passed": 3}, text
     result.stdout.fnmatch_lines(["*= memlens =*", "3 test(s) recorded; the 2 with the largest*",
-                                 "*2.9 MiB*test_sizes.py::test_large",
-                                 "*976.6 KiB*test_sizes.py::test_medium",
+                                 "    2.9 MiB     2.9 MiB         0 B         0 B  "
+                                 "test_sizes.py::test_large",
+                                 "  97?.? KiB   97?.? KiB         0 B         0 B  "
+                                 "test_sizes.py::test_medium",
                                  "captures kept in *"])
     assert "test_small" not in text.split("= memlens =")[1]
     kept = sorted(captures.glob("*.mlens"))
@@ -255,8 +259,10 @@ def test_fail_on_increase_fails_a_test_that_grew(run, pytester):
     size.write_text("2000000")
     grown = run("--memlens", "--memlens-fail-on-increase")
     assert outcomes(grown) == {"failed": 1, "passed": 1}, grown.stdout.str()
-    grown.stdout.fnmatch_lines(["*test_grows - memlens: the test's peak grew from 976.*KiB *"
-                                "to 1.9 MiB*beyond the tolerance of 10%*"])
+    grew = re.search(r"memlens: the test's peak grew from .* \((\d+) B\) to 1.9 MiB \((\d+) B\), "
+                     r"beyond the tolerance of 10%", grown.stdout.str())
+    assert grew, grown.stdout.str()
+    assert int(grew[2]) - int(grew[1]) == 1_000_000  # the test's 1,000,000 more bytes, exactly
     again = run("--memlens", "--memlens-fail-on-increase")  # the baseline waits for a pass
     assert outcomes(again) == {"failed": 1, "passed": 1}, again.stdout.str()
     loose = run("--memlens", "--memlens-fail-on-increase", "--memlens-tolerance=2 MB")
