@@ -2,7 +2,7 @@
 own pytester: a pytest run of a small suite, under each interpreter under test, with the plugin
 loaded as pytest loads it from the installed package's entry point, asserting exact bytes at
 exact lines in what pytest prints."""
-import importlib.util
+import importlib.metadata
 import os
 import pathlib
 import re
@@ -19,21 +19,22 @@ sys.path.insert(0, str(REPO / "src" / "python"))
 from memlens import _sizes  # noqa: E402  (the pure helpers, tested here without tracing)
 
 # What pytest needs to run under an interpreter that has no pytest of its own: the pure-Python
-# packages of the pytest running these tests (the other interpreters are built bare).
-_PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
+# distributions of the pytest running these tests (the other interpreters are built bare).
+_PYTEST_DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
 
 
 @pytest.fixture(scope="session")
 def pytest_path(tmp_path_factory):
+    """A folder for PYTHONPATH with those distributions: their files and metadata, linked."""
     shim = tmp_path_factory.mktemp("pytest-packages")
-    for name in _PYTEST_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None:
-            continue  # `py` is an optional shim of pytest's
-        source = pathlib.Path(spec.origin)
-        if source.name == "__init__.py":
-            source = source.parent
-        (shim / source.name).symlink_to(source)
+    for name in _PYTEST_DISTRIBUTIONS:
+        distribution = importlib.metadata.distribution(name)
+        tops = {pathlib.Path(f).parts[0] for f in distribution.files
+                if not str(f).startswith("..") and "__pycache__" not in str(f)}
+        for top in tops:
+            source = pathlib.Path(distribution.locate_file(top))
+            if source.exists() and not (shim / top).exists():
+                (shim / top).symlink_to(source)
     return shim
 
 

@@ -42,6 +42,7 @@ RUNTIME_SUPPRESSIONS = (
     "file:<frozen abc>",              # ABCs' isinstance/issubclass caches
     "file:*/_py_abc.py",
     "file:*/logging/__init__.py",     # loggers' level caches, handlers' records (caplog)
+    "function:_PyObjectStackChunk_New",  # free-threaded gc's per-thread cache of chunks
     "file:*/memlens/*",               # the tracker itself
 )
 
