@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import BUILD, REPO, memlens
-from interpreters import TESTS_PYTHON
+from lent_packages import lend
 
 # Runs cells in IPython's shell as a notebook would and prints what the magic returned.
 _DRIVER = r"""
@@ -22,16 +24,28 @@ print(json.dumps({"type": type(out.result).__module__ + "." + type(out.result)._
 """
 
 
-def run_cell(tmp_path, cell):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src" / "python"), MEMLENS_BUILD_DIR=str(BUILD))
-    done = subprocess.run([TESTS_PYTHON, "-c", _DRIVER, cell], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr + done.stdout
-    return json.loads(done.stdout.splitlines()[-1])
+@pytest.fixture(scope="session")
+def ipython_path(tmp_path_factory):
+    """IPython for the interpreters that have none (lent_packages.py)."""
+    return lend(tmp_path_factory.mktemp("ipython-packages"), "ipython")
 
 
-def test_the_magic_shows_the_cells_peak_and_line(tmp_path):
-    shown = run_cell(tmp_path, "%%memlens -o cell.mlens\n"
+@pytest.fixture
+def run_cell(tmp_path, python, ipython_path):
+    """run_cell(cell) -> what the magic returned for the cell, run by IPython's shell under the
+    interpreter under test."""
+    def run(cell):
+        env = dict(os.environ, MEMLENS_BUILD_DIR=str(BUILD),
+                   PYTHONPATH=os.pathsep.join([str(REPO / "src" / "python"), str(ipython_path)]))
+        done = subprocess.run([str(python), "-c", _DRIVER, cell], capture_output=True,
+                              text=True, cwd=tmp_path, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr + done.stdout
+        return json.loads(done.stdout.splitlines()[-1])
+    return run
+
+
+def test_the_magic_shows_the_cells_peak_and_line(run_cell, python, tmp_path):
+    shown = run_cell("%%memlens -o cell.mlens\n"
                                "temporary = bytearray(3_000_000)\n"
                                "del temporary\n"
                                "keep = bytearray(1_000_000)\n")
@@ -46,8 +60,7 @@ def test_the_magic_shows_the_cells_peak_and_line(tmp_path):
     site = summary["top_peak"][0]["site"]
     assert site["line"] == 2 and site["file"].startswith("<ipython-input-"), site
     # bytearray(n): an object of sys.getsizeof(bytearray()) bytes and a buffer of n + 1.
-    header = int(subprocess.run([TESTS_PYTHON, "-c", "import sys; print(sys.getsizeof("
-                                 "bytearray()))"], capture_output=True, text=True).stdout)
+    header = python.size_of("bytearray()")
     assert summary["top_peak"][0]["peak_bytes"] == 3_000_001 + header
     assert (f"<td style='text-align:right' data-bytes='{3_000_001 + header}'>2.9 MiB</td><td>"
             f"<code>{html.escape(site['file'])}:2 (&lt;module&gt;)</code>") in page
@@ -61,7 +74,7 @@ def test_the_magic_shows_the_cells_peak_and_line(tmp_path):
     assert "<script" not in frame and "flame-tabs" in frame
 
 
-def test_leaks_opens_the_flame_graph_on_what_the_cell_kept(tmp_path):
-    shown = run_cell(tmp_path, "%%memlens --leaks --no-native\nkeep = [0] * 100_000\n")
+def test_leaks_opens_the_flame_graph_on_what_the_cell_kept(run_cell):
+    shown = run_cell("%%memlens --leaks --no-native\nkeep = [0] * 100_000\n")
     frame = shown["html"][shown["html"].index("<iframe"):]
     assert html.escape("""querySelector('#flame-tabs [data-tree="in_use"]')""") in frame

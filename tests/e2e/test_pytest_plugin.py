@@ -2,7 +2,6 @@
 own pytester: a pytest run of a small suite, under each interpreter under test, with the plugin
 loaded as pytest loads it from the installed package's entry point, asserting exact bytes at
 exact lines in what pytest prints."""
-import importlib.metadata
 import os
 import pathlib
 import re
@@ -12,30 +11,17 @@ import tomllib
 import pytest
 
 from conftest import BUILD, REPO, memlens
+from lent_packages import lend
 
 pytest_plugins = ["pytester"]
 
 sys.path.insert(0, str(REPO / "src" / "python"))
 from memlens import _sizes  # noqa: E402  (the pure helpers, tested here without tracing)
 
-# What pytest needs to run under an interpreter that has no pytest of its own: the pure-Python
-# distributions of the pytest running these tests (the other interpreters are built bare).
-_PYTEST_DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
-
-
 @pytest.fixture(scope="session")
 def pytest_path(tmp_path_factory):
-    """A folder for PYTHONPATH with those distributions: their files and metadata, linked."""
-    shim = tmp_path_factory.mktemp("pytest-packages")
-    for name in _PYTEST_DISTRIBUTIONS:
-        distribution = importlib.metadata.distribution(name)
-        tops = {pathlib.Path(f).parts[0] for f in distribution.files
-                if not str(f).startswith("..") and "__pycache__" not in str(f)}
-        for top in tops:
-            source = pathlib.Path(distribution.locate_file(top))
-            if source.exists() and not (shim / top).exists():
-                (shim / top).symlink_to(source)
-    return shim
+    """pytest for the interpreters that have none (lent_packages.py)."""
+    return lend(tmp_path_factory.mktemp("pytest-packages"), "pytest")
 
 
 @pytest.fixture
