@@ -227,7 +227,8 @@ class _Plugin:
         self.counter = 0
         self.fail_on_increase = config.getoption("memlens_fail_on_increase")
         self.tolerance = _tolerance(config.getoption("memlens_tolerance"))
-        self.baselines = None
+        self.baselines = None  # {test id: peak} from pytest's cache, read on first use
+        self.updated = {}  # the peaks of this run's passing tests, for the cache
         if self.fail_on_increase and getattr(config, "cache", None) is None:
             raise pytest.UsageError("memlens: --memlens-fail-on-increase keeps its baselines in "
                                     "pytest's cache: do not disable cacheprovider")
@@ -314,6 +315,8 @@ class _Plugin:
                         f"{format_size(limits.leaks)} ({limits.leaks} B) each:\n"
                         + format_stacks(leaks, "leaked_bytes", "leaked_blocks"))
             failures += self._check_increase(result)
+            if self.enabled and not failures:
+                self.updated[result.nodeid] = result.peak  # the baseline of the next runs
             return "\n".join(failures) or None
         except cli.AnalyzerError as error:
             return f"memlens: cannot analyse the capture {capture}: {error}"
@@ -329,7 +332,6 @@ class _Plugin:
         if self.baselines is None:
             cache = getattr(self.config, "cache", None)
             self.baselines = dict(cache.get("memlens/peak", {})) if cache else {}
-            self.updated = {}
         before = self.baselines.get(result.nodeid)
         if self.fail_on_increase and before is not None:
             fraction, slack = self.tolerance
@@ -339,12 +341,11 @@ class _Plugin:
                         f"to {format_size(result.peak)} ({result.peak} B), beyond the "
                         f"tolerance of {self.config.getoption('memlens_tolerance')} "
                         "(--memlens-fail-on-increase; the baseline is kept until it passes)"]
-        self.updated[result.nodeid] = result.peak
         return []
 
     def pytest_sessionfinish(self, session):
         cache = getattr(self.config, "cache", None)
-        if cache is not None and getattr(self, "updated", None):
+        if cache is not None and self.updated:
             cache.set("memlens/peak", {**self.baselines, **self.updated})
         if self.directory and not self.config.getoption("memlens_dir"):
             import shutil
