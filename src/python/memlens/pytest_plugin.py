@@ -14,10 +14,12 @@ starts and before it stops (cycles are garbage, not leaks, and a full collection
 interpreter's free lists, which otherwise look like blocks the test kept), and the blocks that
 the interpreter keeps for itself on a first use (imports, the caches of re, typing, linecache,
 logging) are set apart by the stack that allocated them (RUNTIME_SUPPRESSIONS, the analyzer's
---exclude patterns).
+--exclude patterns), as is what pytest itself holds during the call (a stack whose site is in
+pytest or pluggy).
 
 Inert unless asked: without --memlens (or the ini flag) and without a marker, a test costs one
-marker look-up and this module imports nothing beyond the standard library.
+marker look-up; importing this module loads only the standard library and memlens's Python
+package (ctypes), never the agent, which a span's start loads.
 """
 import gc
 import os
