@@ -10,6 +10,10 @@ memlens.snapshot(name), `with memlens.region(name):`.
 
 It can also record spans of itself without `memlens run` (memlens/tracker.py, docs/api.md):
 `with memlens.Tracker("x.mlens"): ...`, or memlens.start() ... memlens.stop().
+
+In IPython or Jupyter, `%load_ext memlens` adds the `%%memlens` cell magic (memlens/notebook.py,
+docs/notebook.md); `pytest --memlens` and the limit_memory/limit_leaks markers come from
+memlens/pytest_plugin.py (docs/pytest.md).
 """
 import os
 import pathlib
@@ -34,3 +38,9 @@ def executable() -> pathlib.Path:
             return path
     raise FileNotFoundError("memlens: the memlens executable is not installed next to this "
                             "package (reinstall with `pip install .`)")
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext memlens`: the `%%memlens` cell magic (IPython is imported only here)."""
+    from memlens import notebook
+    notebook.load_ipython_extension(ipython)
