@@ -73,7 +73,25 @@ typedef struct memlens_heap memlens_heap;
   /* Asks for a snapshot of what is in use now, named: FILE@snapshot:NAME. */                \
   X(void, memlens_take_snapshot, (const char* name), (name), return, )                       \
   /* 1 when this process is being recorded now, else 0. */                                  \
-  X(int, memlens_is_recording, (void), (), return 0, return)
+  X(int, memlens_is_recording, (void), (), return 0, return)                                 \
+  /* Spans (docs/api.md, "Spans"): record from now on into a capture of its own at `path`    \
+     (%p: the pid, %e: the program's name; null: MEMLENS_OUTPUT or memlens-%e-%p.mlens),     \
+     with the settings of the environment, as under memlens run. 0: recording. -1: not       \
+     started (a span is already recording, the process is recorded whole by memlens run, the \
+     file cannot be written...), with the reason on stderr; the program is unharmed. */     \
+  X(int, memlens_start, (const char* path), (path), return -1, return)                       \
+  /* The same with `options` over the environment's: "sample_rate=N,sample_seed=N,           \
+     python_frames=N,native=0|1" (null or "": none). On -1 the reason is written, one line,  \
+     into error[0..error_size) (truncated, always terminated) instead of stderr. */          \
+  X(int, memlens_start_with,                                                                 \
+    (const char* path, const char* options, char* error, size_t error_size),                 \
+    (path, options, error, error_size), return -1, return)                                   \
+  /* Ends the span: 0 once its capture is complete (an END record, reason "stopped"); -1     \
+     when no span was recording (the reason on stderr). */                                   \
+  X(int, memlens_stop, (void), (), return -1, return)                                        \
+  /* Everything recorded before the call is in the span's capture file when it returns (a   \
+     bounded wait), so the analyzer can read a capture that is still growing. */             \
+  X(void, memlens_flush, (void), (), return, )
 
 #ifdef MEMLENS_AGENT_BUILD
 

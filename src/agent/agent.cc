@@ -10,8 +10,13 @@
 //   MEMLENS_TRACKED  the pid of the recorded process, set by the agent: a descendant that
 //                    inherits it (a child that exec'd) does not record; the recorded process's
 //                    own new image after an exec does, appending to the same capture
+// Preloaded (named in LD_PRELOAD: memlens run), the agent records the whole process from its
+// first allocation. Otherwise (dlopen'ed by memlens.Tracker, or linked) it is dormant and records
+// only spans, from memlens_start to memlens_stop, each into a capture of its own (docs/agent.md,
+// "Spans").
 #include "agent/agent.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,6 +51,14 @@ std::atomic<bool> g_initializing{false};
 bool g_after_exec = false;  // this image replaced the recorded one by exec: append
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
+bool g_preloaded = false;  // named in LD_PRELOAD: decided once, by InitializeOnce
+bool g_recorder_ready = false;
+// Spans: serialized by g_span_mutex (start and stop are rare, and never on the hot path).
+pthread_mutex_t g_span_mutex = PTHREAD_MUTEX_INITIALIZER;
+bool g_span_open = false;
+uint64_t g_spans = 0;  // started so far
+bool g_forked_while_recording = false;  // this process is a child forked during a recording
+std::string* g_span_path = nullptr;  // the open span's capture
 // Set by InitializeOnce (which must not allocate) for Start to report: the variable whose value
 // is not a valid setting, or that the sampler's table could not be mapped.
 const char* g_bad_setting = nullptr;
@@ -105,8 +118,9 @@ format::ProcessRecord DescribeProcess() {
   return p;
 }
 
-std::string ExpandOutputPath(const format::ProcessRecord& process) {
-  const char* pattern = getenv("MEMLENS_OUTPUT");
+// pattern: a span's own path, or null for MEMLENS_OUTPUT or the default.
+std::string ExpandOutputPath(const format::ProcessRecord& process, const char* pattern = nullptr) {
+  if (!pattern || !*pattern) pattern = getenv("MEMLENS_OUTPUT");
   std::string in = pattern && *pattern ? pattern : "memlens-%e-%p.mlens";
   std::string name = process.executable.substr(process.executable.rfind('/') + 1);
   std::string out;
@@ -134,7 +148,39 @@ void StopRecording(format::EndReason reason, int64_t detail) {
 
 void OnForkChild() {
   // The child has no writer thread and shares our capture file: it does not record.
+  if (g_state.load() == kRecording) g_forked_while_recording = true;
   g_state.store(kPassive);
+}
+
+// Whether LD_PRELOAD names this library (by path, or by file name for a bare name the loader
+// looked up). No allocation: this may run at the process's first malloc.
+bool NamedInPreload() {
+  const char* preload = getenv("LD_PRELOAD");
+  Dl_info self;
+  if (!preload || !dladdr(reinterpret_cast<void*>(&NamedInPreload), &self) || !self.dli_fname) {
+    return false;
+  }
+  struct stat own;
+  if (stat(self.dli_fname, &own) != 0) return false;
+  const char* own_name = strrchr(self.dli_fname, '/');
+  own_name = own_name ? own_name + 1 : self.dli_fname;
+  char entry[PATH_MAX];
+  for (const char* c = preload; *c;) {
+    size_t n = strcspn(c, " :");
+    if (n > 0 && n < sizeof entry) {
+      memcpy(entry, c, n);
+      entry[n] = '\0';
+      struct stat st;
+      if (strchr(entry, '/') ? stat(entry, &st) == 0 && st.st_dev == own.st_dev &&
+                                   st.st_ino == own.st_ino
+                             : strcmp(entry, own_name) == 0) {
+        return true;
+      }
+    }
+    c += n;
+    if (*c) ++c;
+  }
+  return false;
 }
 
 void Start() {
@@ -145,7 +191,7 @@ void Start() {
   } else if (g_sampler_failed) {
     Say("cannot map the table of sampled blocks: not recording");
   }
-  if (g_state.load() != kRecording) return;
+  if (g_state.load() != kRecording || !g_preloaded) return;  // dormant until memlens_start
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
   g_pid = static_cast<pid_t>(process.pid);
@@ -182,6 +228,7 @@ void Start() {
     return;
   }
   InstallFatalSignalHandlers();
+  SetPythonFrames(0);
   AttachPython();  // before the interpreter initializes: main has not run yet
   real::ForgetDlError();  // most processes have no Py_Version
 }
@@ -196,6 +243,15 @@ void InitializeOnce() {
     return;
   }
   real::EnsureResolved();
+  g_preloaded = NamedInPreload();
+  if (!g_preloaded) {  // dlopen'ed or linked: nothing is recorded until a span starts
+    t_in_hook = true;
+    InitializeRecorder();
+    g_recorder_ready = true;
+    t_in_hook = false;
+    g_state.store(kDormant);
+    return;
+  }
   const char* tracked = getenv("MEMLENS_TRACKED");
   if (tracked && *tracked) {
     if (strtol(tracked, nullptr, 10) != static_cast<long>(getpid())) {
@@ -213,6 +269,7 @@ void InitializeOnce() {
   }
   t_in_hook = true;
   InitializeRecorder();
+  g_recorder_ready = true;
   // Sampling is set before the first event, and never changes: every event of the image is
   // under the same rule, which the writer states in the capture (kSampling).
   g_sampler_failed = rate != 0 && !ConfigureSampling(rate, seed);
@@ -241,6 +298,174 @@ void ResumeAfterFailedExec() {
 void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
 void FinishOnFatalSignal(int signo) { StopRecording(format::EndReason::kSignal, signo); }
 bool RecordingHere() { return g_state.load() == kRecording && getpid() == g_pid; }
+
+namespace {
+
+struct SpanOptions {
+  uint64_t sample_rate = 0;
+  uint64_t sample_seed = 0;
+  uint64_t python_frames = 0;  // 0: MEMLENS_PYTHON_FRAMES or every frame
+  bool native = true;
+};
+
+// The environment's settings (as under memlens run), then "key=value,..." over them. Returns
+// the reason when a value is not valid.
+std::string ParseSpanOptions(const char* options, SpanOptions* out) {
+  struct Setting {
+    const char* key;
+    const char* variable;
+    uint64_t* value;
+  } settings[] = {{"sample_rate", "MEMLENS_SAMPLE_RATE", &out->sample_rate},
+                  {"sample_seed", "MEMLENS_SAMPLE_SEED", &out->sample_seed},
+                  {"python_frames", "MEMLENS_PYTHON_FRAMES", &out->python_frames}};
+  for (const Setting& s : settings) {
+    if (!ParseSetting(getenv(s.variable), s.value)) {
+      return std::string(s.variable) + "='" + getenv(s.variable) + "' is not a number";
+    }
+  }
+  std::string text = options ? options : "";
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    size_t equals = item.find('=');
+    std::string key = item.substr(0, equals);
+    std::string value = equals == std::string::npos ? "" : item.substr(equals + 1);
+    uint64_t number = 0;
+    bool valid = !value.empty() && ParseSetting(value.c_str(), &number);
+    if (key == "native") {
+      if (!valid || number > 1) return "native='" + value + "' is not 0 or 1";
+      out->native = number == 1;
+      continue;
+    }
+    const Setting* setting = nullptr;
+    for (const Setting& s : settings) {
+      if (key == s.key) setting = &s;
+    }
+    if (!setting) {
+      return "unknown option '" + key +
+             "' (the options are sample_rate, sample_seed, python_frames, native)";
+    }
+    if (!valid) return key + "='" + value + "' is not a number";
+    *setting->value = number;
+  }
+  return "";
+}
+
+// Why a span cannot start now, or "".
+std::string SpanRefusal(const SpanOptions& options) {
+  int state = g_state.load();
+  if (state == kRecording) {
+    return g_span_open ? "already recording (into '" + *g_span_path + "'): stop that span first"
+                       : "this process is recorded whole, from its start (the agent was "
+                         "preloaded by memlens run or LD_PRELOAD): spans are for a process "
+                         "that was not";
+  }
+  if (g_forked_while_recording) {
+    return "this process was forked while its parent recorded: it cannot record";
+  }
+  if (g_writer_running.load()) return "the last span's capture is still being finished";
+  // The Python hooks and the short paths take the rule once (python_bridge.h: sampling).
+  if ((g_spans > 0 || g_preloaded) && options.sample_rate != g_sample_rate) {
+    return "sample_rate is fixed for the process by its first span (" +
+           std::to_string(g_sample_rate) + "): this span asks " +
+           std::to_string(options.sample_rate);
+  }
+  return "";
+}
+
+bool StartSpanLocked(const char* pattern, const char* option_text, std::string* error) {
+  if (g_state.load() == kUninitialized) InitializeOnce();
+  SpanOptions options;
+  *error = ParseSpanOptions(option_text, &options);
+  if (error->empty()) *error = SpanRefusal(options);
+  if (!error->empty()) return false;
+  if (!g_recorder_ready) {  // a preloaded process that does not record the whole run
+    InitializeRecorder();
+    g_recorder_ready = true;
+  }
+  if (g_spans == 0 && !g_preloaded && options.sample_rate) {
+    if (!ConfigureSampling(options.sample_rate, options.sample_seed)) {
+      *error = "cannot map the table of sampled blocks";
+      return false;
+    }
+    g_direct_short_path = real::AllocatorIsLibc();
+    g_guarded_short_path = !g_direct_short_path;
+  }
+  format::ProcessRecord process = DescribeProcess();
+  std::string path = ExpandOutputPath(process, pattern);
+  int fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
+  if (fd < 0) {
+    const char* why = PrivateFileError(errno);
+    *error = "cannot write the capture '" + path + "': " + (why ? why : strerror(errno));
+    return false;
+  }
+  flock(fd, LOCK_EX | LOCK_NB);  // "still recording" until the writer closes it (see Start)
+  unlink((path + ".index").c_str());
+  int slot = OwnFd(fd);
+  if (g_spans == 0) pthread_atfork(nullptr, nullptr, OnForkChild);
+  // A capture of its own: stacks, sequence numbers and counters start again.
+  g_span_epoch.fetch_add(1);
+  DiscardBufferedEvents();
+  ResetRecorderCounters();
+  g_pid = static_cast<pid_t>(process.pid);
+  g_stopping.store(false);
+  if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/true)) {
+    DisownFd(slot, true);
+    *error = "cannot start the writer thread";
+    return false;
+  }
+  SetPythonFrames(options.python_frames);
+  AttachPython();  // the first span's hooks stay; later spans put back what stop took off
+  real::ForgetDlError();
+  ++g_spans;
+  *g_span_path = path;
+  g_span_open = true;
+  g_state.store(kRecording);
+  return true;
+}
+
+}  // namespace
+
+bool StartSpan(const char* path, const char* options, std::string* error) {
+  HookGuard guard;  // nothing the agent allocates here is the program's
+  pthread_mutex_lock(&g_span_mutex);
+  if (!g_span_path) g_span_path = new std::string();
+  bool started = StartSpanLocked(path, options, error);
+  pthread_mutex_unlock(&g_span_mutex);
+  return started;
+}
+
+bool StopSpan(std::string* error) {
+  HookGuard guard;
+  pthread_mutex_lock(&g_span_mutex);
+  bool stopped = false;
+  if (!g_span_open || g_state.load() != kRecording || getpid() != g_pid) {
+    *error = g_state.load() == kRecording && !g_span_open
+                 ? "this process is recorded whole, from its start (memlens run): its capture "
+                   "ends when it exits"
+                 : "not recording: no span was started";
+  } else if (!g_stopping.exchange(true)) {  // else exit or a fatal signal is finishing it
+    g_state.store(kDormant);  // from here on nothing is recorded; the writer drains the rest
+    RequestWriterStop(format::EndReason::kStopped, 0);
+    WaitForWriter(kStopTimeoutMs);
+    DetachPython();
+    g_span_open = false;
+    stopped = true;
+  } else {
+    *error = "the process is ending: its capture is being finished";
+  }
+  pthread_mutex_unlock(&g_span_mutex);
+  return stopped;
+}
+
+void FlushSpan() {
+  if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
+    FlushWriter(kStopTimeoutMs);
+  }
+}
 
 }  // namespace memlens::agent
 

@@ -28,7 +28,11 @@ constexpr uint64_t kMaxCodes = uint64_t{1} << 20;
 std::atomic<PythonCodeInfo*>* g_codes = nullptr;  // by id; mapped once, never freed
 std::atomic<uint64_t> g_next_code{1};
 std::atomic<MemlensPythonFrameReader> g_reader{nullptr};
-int g_python_depth = 1 << 30;  // MEMLENS_PYTHON_FRAMES
+std::atomic<int> g_python_depth{1 << 30};  // MEMLENS_PYTHON_FRAMES, or a span's python_frames
+// The hooks library, once loaded: attach again at a later span's start, detach at its stop.
+MemlensPythonAttach g_attach = nullptr;
+void (*g_detach)(void) = nullptr;
+bool g_attach_tried = false;
 // The hooks library's per-thread frame cache (python_bridge.h: frame_cache_offset).
 constinit thread_local void* t_python_frame_cache = nullptr;
 
@@ -131,11 +135,23 @@ std::string OwnFolder() {
 
 }  // namespace
 
-void AttachPython() {
-  if (const char* depth = getenv("MEMLENS_PYTHON_FRAMES"); depth && *depth) {
-    long frames = strtol(depth, nullptr, 10);
-    if (frames >= 1) g_python_depth = static_cast<int>(std::min(frames, long{1} << 30));
+void SetPythonFrames(uint64_t frames) {
+  if (frames == 0) {
+    const char* depth = getenv("MEMLENS_PYTHON_FRAMES");
+    frames = depth && *depth ? strtoull(depth, nullptr, 10) : 0;
   }
+  g_python_depth.store(frames >= 1 ? static_cast<int>(std::min(frames, uint64_t{1} << 30)) : 1 << 30,
+                       std::memory_order_relaxed);
+}
+
+void AttachPython() {
+  static MemlensAgentBridge bridge;  // read by the hooks library for good
+  if (g_attach) {  // a later span: the wrappers go back on
+    g_attach(&bridge);
+    return;
+  }
+  if (g_attach_tried) return;  // no Python, or said why once
+  g_attach_tried = true;
   const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
   if (!version) {
     if (dlsym(RTLD_DEFAULT, "Py_GetVersion")) {
@@ -167,8 +183,14 @@ void AttachPython() {
     Say(message.c_str());
     return;
   }
-  static MemlensAgentBridge bridge = MakeBridge();  // read by the hooks library for good
-  attach(&bridge);
+  bridge = MakeBridge();
+  if (attach(&bridge) != 0) return;
+  g_attach = attach;
+  g_detach = reinterpret_cast<void (*)(void)>(dlsym(handle, "memlens_python_detach"));
+}
+
+void DetachPython() {
+  if (g_detach) g_detach();
 }
 
 const PythonCodeInfo* FindPythonCode(uint64_t id) {
@@ -178,7 +200,8 @@ const PythonCodeInfo* FindPythonCode(uint64_t id) {
 
 int ReadPythonFrames(uint64_t* frames, int max) {
   MemlensPythonFrameReader reader = g_reader.load(std::memory_order_acquire);
-  return reader ? reader(frames, max < g_python_depth ? max : g_python_depth) : 0;
+  const int depth = g_python_depth.load(std::memory_order_relaxed);
+  return reader ? reader(frames, max < depth ? max : depth) : 0;
 }
 
 }  // namespace memlens::agent

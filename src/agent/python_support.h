@@ -20,8 +20,14 @@ struct PythonCodeInfo {
 };
 
 // Loads libmemlens_python<tag>.so (3.13, 3.13t...: version and build) next to the agent when
-// the process runs Python.
+// the process runs Python, and puts its allocator wrappers on: under memlens run before the
+// interpreter initializes, for a span in the running interpreter (the hooks library takes the
+// GIL). A later call puts the wrappers back on after DetachPython.
 void AttachPython();
+// A span ended: the wrappers come off where they are still on top (python_hooks.cc).
+void DetachPython();
+// The most Python frames kept per allocation: frames, or MEMLENS_PYTHON_FRAMES when 0.
+void SetPythonFrames(uint64_t frames);
 // The code object registered under id, or nullptr (unknown id).
 const PythonCodeInfo* FindPythonCode(uint64_t id);
 // The interpreter's eval loop (_PyEval_EvalFrameDefault), [begin, end); empty without Python.
@@ -29,8 +35,7 @@ const PythonCodeInfo* FindPythonCode(uint64_t id);
 // Python frames into native stacks at the frames in it (writer/python_merger.h).
 extern uintptr_t g_eval_begin, g_eval_end;
 // Reads the calling thread's Python frames (innermost first) when a hooks library is attached,
-// at most max, and at most MEMLENS_PYTHON_FRAMES (read once by AttachPython; default and
-// ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.
+// at most max, and at most SetPythonFrames's (default and ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.
 int ReadPythonFrames(uint64_t* frames, int max);
 // Set by the hooks library while mimalloc runs under its wrappers (python_bridge.h:
 // mimalloc_offset); the mmap and munmap interposers then record what mimalloc maps.

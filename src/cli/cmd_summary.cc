@@ -158,8 +158,10 @@ int Summary(const SummaryOptions& o) {
                                                        " more exec'd images)" : "")});
     }
     if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
+    const bool span = p.end && p.end->reason == format::EndReason::kStopped;
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
-                                  (p.end               ? ""
+                                  (span                ? "   (a span, stopped by memlens_stop)"
+                                   : p.end             ? ""
                                    : p.still_recording ? "   (still recording)"
                                                        : "   (recording incomplete)")});
     facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " +

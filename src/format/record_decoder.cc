@@ -453,7 +453,7 @@ const char* EndReasonName(EndReason reason) {
     case EndReason::kExit: return "exit";
     case EndReason::kExec: return "exec";
     case EndReason::kSignal: return "signal";
-    case EndReason::kExplicitStop: return "stop";
+    case EndReason::kStopped: return "stopped";
   }
   return "unknown";
 }

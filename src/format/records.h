@@ -3,8 +3,9 @@
 // The capture format: the contract between the agent (which writes) and the analyzer (which
 // reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
-// kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore, of which
-// there are none yet). Nothing was released before Python support, which is part of 1.0; the
+// kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore: 8.1
+// writes kEnd reason 4, "stopped", at the end of a span). Nothing was released before Python
+// support, which is part of 1.0; the
 // instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
 // (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
 // relative to the node and back-references that reach into the previous chunk 4.0,
@@ -27,7 +28,7 @@ namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
 inline constexpr uint16_t kFormatMajor = 8;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
 // section 5): a reader keeps the allocations of this many chunks.
@@ -165,8 +166,9 @@ inline bool IsKnownEventKind(uint8_t k) {
          (k >= 48 && k <= 53) || (k >= 56 && k <= 58);
 }
 
-enum class EndReason : uint8_t { kExit = 1, kExec = 2, kSignal = 3, kExplicitStop = 4 };
-const char* EndReasonName(EndReason reason);  // "exit", "exec", "signal", "stop"
+// kStopped: a span's end (memlens_stop), format 8.1.
+enum class EndReason : uint8_t { kExit = 1, kExec = 2, kSignal = 3, kStopped = 4 };
+const char* EndReasonName(EndReason reason);  // "exit", "exec", "signal", "stopped"
 
 struct ProcessRecord {
   uint64_t pid = 0;

@@ -552,9 +552,86 @@ constexpr bool kFreeThreaded = false;
 }  // namespace
 }  // namespace memlens::python
 
+namespace memlens::python {
+namespace {
+
+// The wrappers of each domain, and whether they are in place (Install, Uninstall).
+PyMemAllocatorEx g_wrappers[3];
+PyObjectArenaAllocator g_arena_wrapper = {nullptr, ArenaAlloc, ArenaFree};
+bool g_installed = false;
+
+bool SameAllocator(const PyMemAllocatorEx& a, const PyMemAllocatorEx& b) {
+  return a.ctx == b.ctx && a.malloc == b.malloc && a.calloc == b.calloc &&
+         a.realloc == b.realloc && a.free == b.free;
+}
+
+// Our wrappers go on top of whatever each domain has now. A domain whose allocator is still the
+// one we wrapped keeps its g_original, which threads outside the GIL (the RAW domain) may be
+// reading.
+void Install() {
+  for (int domain : {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ}) {
+    auto d = static_cast<PyMemAllocatorDomain>(domain);
+    PyMemAllocatorEx current;
+    PyMem_GetAllocator(d, &current);
+    if (SameAllocator(current, g_wrappers[domain])) continue;  // still ours (never taken off)
+    if (!SameAllocator(current, g_original[domain])) g_original[domain] = current;
+    PyMem_SetAllocator(d, &g_wrappers[domain]);
+  }
+  PyObjectArenaAllocator arena;
+  PyObject_GetArenaAllocator(&arena);
+  if (arena.alloc != ArenaAlloc) {
+    g_original_arena = arena;
+    PyObject_SetArenaAllocator(&g_arena_wrapper);
+  }
+  g_installed = true;
+}
+
+// Puts back what each domain had, where ours is still on top. Where another tool has put its
+// own on top of ours (tracemalloc.start() after memlens.start()), ours stay under it, idle:
+// taking them out would cut that tool's chain.
+void Uninstall() {
+  for (int domain : {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ}) {
+    auto d = static_cast<PyMemAllocatorDomain>(domain);
+    PyMemAllocatorEx current;
+    PyMem_GetAllocator(d, &current);
+    if (SameAllocator(current, g_wrappers[domain])) PyMem_SetAllocator(d, &g_original[domain]);
+  }
+  PyObjectArenaAllocator arena;
+  PyObject_GetArenaAllocator(&arena);
+  if (arena.alloc == ArenaAlloc) PyObject_SetArenaAllocator(&g_original_arena);
+  g_installed = false;
+}
+
+// Late (a span started in a running interpreter, docs/agent.md "Spans"): the calling thread may
+// not hold the GIL (a C caller, or ctypes.CDLL), and allocators change only under it.
+class HoldInterpreter {
+ public:
+  HoldInterpreter() : late_(Py_IsInitialized()) {
+    if (late_) state_ = PyGILState_Ensure();
+  }
+  ~HoldInterpreter() {
+    if (late_) PyGILState_Release(state_);
+  }
+  bool late() const { return late_; }
+
+ private:
+  bool late_;
+  PyGILState_STATE state_{};
+};
+
+}  // namespace
+}  // namespace memlens::python
+
+// Called by the agent at its start (memlens run: before the interpreter initializes) or at each
+// span's start (late); a second call only puts the wrappers back on.
 extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
     const MemlensAgentBridge* bridge) {
   using namespace memlens::python;
+  if (g_bridge) {
+    HoldInterpreter hold;
+    if (!g_installed) Install();
+    return 0;
+  }
   if (!bridge || bridge->version != MEMLENS_PYTHON_BRIDGE_VERSION) return 1;
   // The agent picks the library by the same two facts; a library loaded by hand, or renamed,
   // must still never read another layout.
@@ -593,9 +670,11 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   }
   bridge->set_python_ranges(hooks_begin, hooks_end, eval_begin, eval_end);
 
+  HoldInterpreter hold;
   // Before our wrappers are in place: the hook's entry (PyMem_RawMalloc) is the interpreter's
-  // for good, not an allocation of the program's.
-  if (PySys_AddAuditHook(AuditHook, nullptr) != 0) {
+  // for good, not an allocation of the program's. Late, the program's code is already running:
+  // nothing to watch for (a span ends at memlens_stop).
+  if (!hold.late() && PySys_AddAuditHook(AuditHook, nullptr) != 0) {
     bridge->say("cannot watch for the end of the program's code: in use at exit is taken at "
                 "the end of the process");
   }
@@ -606,21 +685,29 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   g_pymalloc_domain[PYMEM_DOMAIN_MEM] = g_pymalloc_domain[PYMEM_DOMAIN_OBJ] = pymalloc;
   bool mimalloc = allocator && std::strcmp(allocator, "mimalloc") == 0;  // MEM and OBJ
   g_mimalloc_offset = bridge->mimalloc_offset;
-  static PyMemAllocatorEx wrappers[3];
   for (int domain : {PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ}) {
-    PyMem_GetAllocator(static_cast<PyMemAllocatorDomain>(domain), &g_original[domain]);
     void* ctx = reinterpret_cast<void*>(static_cast<intptr_t>(domain));
-    wrappers[domain] = mimalloc && domain != PYMEM_DOMAIN_RAW
-                           ? PyMemAllocatorEx{ctx, Malloc<true>, Calloc<true>, Realloc<true>,
-                                              Free<true>}
-                           : PyMemAllocatorEx{ctx, Malloc<false>, Calloc<false>, Realloc<false>,
-                                              Free<false>};
-    PyMem_SetAllocator(static_cast<PyMemAllocatorDomain>(domain), &wrappers[domain]);
+    g_wrappers[domain] = mimalloc && domain != PYMEM_DOMAIN_RAW
+                             ? PyMemAllocatorEx{ctx, Malloc<true>, Calloc<true>, Realloc<true>,
+                                                Free<true>}
+                             : PyMemAllocatorEx{ctx, Malloc<false>, Calloc<false>,
+                                                Realloc<false>, Free<false>};
   }
-  static PyObjectArenaAllocator arena_wrapper;
-  PyObject_GetArenaAllocator(&g_original_arena);
-  arena_wrapper = {nullptr, ArenaAlloc, ArenaFree};
-  PyObject_SetArenaAllocator(&arena_wrapper);
+  Install();
   bridge->set_frame_reader(ReadFrames);
   return 0;
+}
+
+// A span ended: our wrappers come off where they are still on top (Uninstall). Blocks they
+// handed out are freed by the allocator they wrapped, which made them.
+extern "C" __attribute__((visibility("default"))) void memlens_python_detach(void) {
+  using namespace memlens::python;
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (!g_bridge || !g_installed || !Py_IsInitialized() || finalizing) return;
+  HoldInterpreter hold;
+  Uninstall();
 }

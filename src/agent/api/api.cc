@@ -7,12 +7,21 @@
 // it is not. Misuse is not checked here (the analyzer pairs frees with allocations and reports
 // anomalies): the agent keeps no per-block table.
 //
-// Runs on: application threads. Hot-path rules apply (recorder.h): no heap, no locks, no stdio.
+// Runs on: application threads. Hot-path rules apply (recorder.h): no heap, no locks, no stdio;
+// except in the span calls (memlens_start, _stop, _flush: agent.h), which are rare and may
+// allocate, lock and wait.
 #define MEMLENS_AGENT_BUILD
 #include "memlens/memlens.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "agent/agent.h"
 
 #include "agent/api/string_table.h"
 #include "agent/recorder/recorder.h"
@@ -39,6 +48,12 @@ inline bool ShouldRecordApiCall(const void* caller) {
 
 uint32_t HeapId(memlens_heap* heap) {
   return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(heap));
+}
+
+void SayOnStderr(const char* call, const std::string& why) {
+  std::string line = std::string("memlens: ") + call + ": " + why + "\n";
+  ssize_t ignored = write(2, line.data(), line.size());
+  (void)ignored;
 }
 
 const void* AsAddress(uint64_t value) { return reinterpret_cast<const void*>(value); }
@@ -125,5 +140,32 @@ __attribute__((visibility("default"))) size_t memlens_get_agent_memory(void) {
 int memlens_is_recording(void) {
   return memlens::agent::g_state.load(std::memory_order_relaxed) == memlens::agent::kRecording;
 }
+
+int memlens_start(const char* path) {
+  std::string why;
+  if (memlens::agent::StartSpan(path, nullptr, &why)) return 0;
+  SayOnStderr("memlens_start", why + "; not recording");
+  return -1;
+}
+
+int memlens_start_with(const char* path, const char* options, char* error, size_t error_size) {
+  std::string why;
+  if (memlens::agent::StartSpan(path, options, &why)) return 0;
+  if (error && error_size) {
+    size_t n = std::min(why.size(), error_size - 1);
+    std::memcpy(error, why.data(), n);
+    error[n] = '\0';
+  }
+  return -1;
+}
+
+int memlens_stop(void) {
+  std::string why;
+  if (memlens::agent::StopSpan(&why)) return 0;
+  SayOnStderr("memlens_stop", why);
+  return -1;
+}
+
+void memlens_flush(void) { memlens::agent::FlushSpan(); }
 
 }  // extern "C"

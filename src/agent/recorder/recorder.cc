@@ -26,13 +26,11 @@ std::atomic<uint64_t> g_seq{0};
 std::atomic<uint64_t> g_writer_rounds{0};
 std::atomic<bool> g_writer_running{false};
 std::atomic<uint32_t> g_writer_wake{0};
+std::atomic<uint32_t> g_span_epoch{0};
 
 namespace {
 
 thread_local ThreadBuffer* t_buffer = nullptr;
-// Python frames of the event being recorded: thread-local, not on the application's stack,
-// which may be a coroutine's few kilobytes.
-thread_local uint64_t t_python_frames[kMaxPythonFrames];
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_unrecorded_children{0};
 std::atomic<uint64_t> g_dropped_reported{0};
@@ -144,14 +142,20 @@ namespace {
 // An event with the caller's stack; `annotation`, when given, goes first (raw_event.h).
 void RecordWithStack(format::EventKind kind, const void* address, size_t size,
                      const uint64_t* annotation) {
-  // Python frames first, before the ring holds an open reservation: reading them may allocate
-  // (a new code object's name), and a pymalloc arena taken then is recorded at once.
-  int python = ReadPythonFrames(t_python_frames, kMaxPythonFrames);
   ThreadBuffer* buffer = ThisThreadBuffer();
   if (!buffer) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  // A new span's capture knows none of the stacks before it: the first one is sent whole.
+  const uint32_t epoch = g_span_epoch.load(std::memory_order_relaxed);
+  if (__builtin_expect(buffer->span_epoch != epoch, 0)) {
+    ResetUnwindState(buffer->unwind);
+    buffer->span_epoch = epoch;
+  }
+  // Python frames before the ring holds an open reservation: reading them may allocate (a new
+  // code object's name), and a pymalloc arena taken then is recorded at once.
+  int python = ReadPythonFrames(buffer->python_frames, kMaxPythonFrames);
   CapturedStack stack;
   CaptureStack(buffer->unwind, &stack);
   const uint64_t* fresh = stack.fresh;
@@ -182,7 +186,7 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
   words[0] = stack.kept;
   std::memcpy(words + 1, fresh, native * sizeof(uint64_t));
   // The thread's Python frames follow the native ones; the writer merges the two.
-  if (python) std::memcpy(words + 1 + native, t_python_frames, python * sizeof(uint64_t));
+  if (python) std::memcpy(words + 1 + native, buffer->python_frames, python * sizeof(uint64_t));
   Publish(buffer, event);
   CommitStack(buffer->unwind, stack);
 }
@@ -225,6 +229,13 @@ uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed)
 uint64_t TakeDroppedEvents() {
   uint64_t total = g_dropped.load(std::memory_order_relaxed);
   return total - g_dropped_reported.exchange(total, std::memory_order_relaxed);
+}
+
+void ResetRecorderCounters() {
+  g_seq.store(0, std::memory_order_relaxed);
+  g_dropped.store(0, std::memory_order_relaxed);
+  g_dropped_reported.store(0, std::memory_order_relaxed);
+  g_unrecorded_children.store(0, std::memory_order_relaxed);
 }
 
 void WakeWriter() {

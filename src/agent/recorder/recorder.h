@@ -27,6 +27,7 @@ enum AgentState : int {
   kRecording = 1,      // events go to thread buffers
   kPassive = 2,        // not this process's job to record (a child, or no output): pass through
   kStopped = 3,        // recording finished (exit, exec, fatal signal, error): pass through
+  kDormant = 4,        // loaded without memlens run: pass through until memlens_start (agent.h)
 };
 
 extern std::atomic<int> g_state;
@@ -90,5 +91,11 @@ extern std::atomic<uint64_t> g_writer_rounds;  // the writer's progress (drain r
 extern std::atomic<bool> g_writer_running;
 void WakeWriter();                      // futex wake on g_writer_wake
 extern std::atomic<uint32_t> g_writer_wake;
+// Bumped at the start of each span (agent.h): a thread's first stack in it is sent whole, since
+// the new capture knows none of the stacks before.
+extern std::atomic<uint32_t> g_span_epoch;
+// A new capture: the sequence and the counters of its END record start again from zero. Only
+// while nothing records.
+void ResetRecorderCounters();
 
 }  // namespace memlens::agent

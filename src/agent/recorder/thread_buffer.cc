@@ -29,9 +29,11 @@ ThreadBuffer* AcquireThreadBuffer() {
     }
   }
   if (!buffer) {
-    // One mapping holds the header page and the ring. The raw syscall keeps this out of our
-    // own mmap hook and away from any allocator.
-    size_t header = 4096;
+    // One mapping holds the header page, the Python frames' page and the ring. The raw syscall
+    // keeps this out of our own mmap hook and away from any allocator.
+    constexpr size_t kFramesBytes = kMaxPythonFrames * sizeof(uint64_t);
+    static_assert(sizeof(ThreadBuffer) <= 4096 && kFramesBytes % 4096 == 0);
+    size_t header = 4096 + kFramesBytes;
     void* mem = MapZeroed(header + ThreadBuffer::kCapacity);
     if (!mem) return nullptr;
     UnwindState* unwind = NewUnwindState();
@@ -42,6 +44,7 @@ ThreadBuffer* AcquireThreadBuffer() {
     buffer = new (mem) ThreadBuffer();
     buffer->data = static_cast<uint8_t*>(mem) + header;
     buffer->unwind = unwind;
+    buffer->python_frames = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(mem) + 4096);
     buffer->state.store(ThreadBuffer::kActive, std::memory_order_relaxed);
     ThreadBuffer* head = g_registry.load(std::memory_order_relaxed);
     do {

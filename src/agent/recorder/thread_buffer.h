@@ -51,6 +51,13 @@ class ThreadBuffer {
   ThreadBuffer* next = nullptr;  // registry list; written once before publication
   UnwindState* unwind = nullptr;  // producer side: the thread's previous stack (unwinder.h)
   void* writer_stacks = nullptr;  // writer side: its copy of that stack (writer.cc)
+  // Producer side: the span (g_span_epoch, recorder.h) whose stacks `unwind` is relative to.
+  uint32_t span_epoch = 0;
+  // Producer side: the Python frames of the event being recorded (kMaxPythonFrames), in the
+  // ring's mapping rather than in thread-local storage, which must stay small for the agent to
+  // be dlopen'ed (docs/agent.md, "Loaded without memlens run"), and rather than on the
+  // program's stack, which may be a coroutine's few kilobytes.
+  uint64_t* python_frames = nullptr;
 
   uint8_t* data = nullptr;
 

@@ -76,6 +76,8 @@ std::atomic<uint64_t> g_drain_done{0};       // ...and the last one a finished r
 std::atomic<uint64_t> g_pause_requested{0};  // PauseWriterForExec tickets...
 std::atomic<uint64_t> g_pause_done{0};       // ...and the last one honoured
 std::atomic<bool> g_paused{false};
+std::atomic<uint64_t> g_flush_requested{0};  // FlushWriter tickets...
+std::atomic<uint64_t> g_flush_done{0};       // ...and the last one written to the file
 format::EndReason g_stop_reason = format::EndReason::kExit;
 int64_t g_stop_detail = 0;
 pthread_t g_writer_thread;
@@ -162,6 +164,13 @@ void* WriterMain(void* arg) {
 }
 
 void Writer::Run() {
+  // A capture of its own (a span after an earlier one, docs/agent.md): the threads are announced
+  // again, and the stacks the last writer knew are forgotten, as their producers forget theirs
+  // (g_span_epoch, recorder.h).
+  for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
+    b->announced = false;
+    if (b->writer_stacks) static_cast<ThreadStacks*>(b->writer_stacks)->Clear();
+  }
   struct stat st;
   if (fstat(FdOf(fd_slot_), &st) == 0) {
     sink_dev_ = st.st_dev;
@@ -180,9 +189,15 @@ void Writer::Run() {
     }
     const bool stopping = g_stop_requested.load(std::memory_order_acquire);
     const uint64_t drain_ticket = g_drain_requested.load(std::memory_order_acquire);
+    const uint64_t flush_ticket = g_flush_requested.load(std::memory_order_acquire);
     if (g_modules_changed.exchange(false, std::memory_order_acq_rel)) RescanModules();
     size_t drained = DrainAll();
     g_drain_done.store(drain_ticket, std::memory_order_release);
+    if (flush_ticket != g_flush_done.load(std::memory_order_relaxed)) {
+      MaybeRecordTime(true);
+      Flush();
+      g_flush_done.store(flush_ticket, std::memory_order_release);
+    }
     g_writer_rounds.fetch_add(1, std::memory_order_release);
     MaybeRecordTime(stopping);
     MaybeSampleResident(stopping);
@@ -575,6 +590,9 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
   // just closed and is about to reuse.
   int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   int statm_slot = statm >= 0 ? OwnFd(statm) : -1;
+  delete g_writer;  // the last span's, finished (agent.cc starts no writer while one runs)
+  g_stop_requested.store(false, std::memory_order_relaxed);
+  g_paused.store(false, std::memory_order_relaxed);
   g_writer = new Writer(fd_slot, path, statm_slot, process, write_file_header);
   sigset_t all, old;
   sigfillset(&all);
@@ -672,6 +690,19 @@ void ResumeWriter() {
 void DrainNow(int timeout_ms) {
   if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
   RequestAndWait(g_drain_requested, g_drain_done, timeout_ms);
+}
+
+void FlushWriter(int timeout_ms) {
+  if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
+  RequestAndWait(g_flush_requested, g_flush_done, timeout_ms);
+}
+
+void DiscardBufferedEvents() {
+  for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
+    if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kFree) {
+      b->Drain([](const RawEvent&) {});
+    }
+  }
 }
 
 }  // namespace memlens::agent

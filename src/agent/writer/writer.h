@@ -17,7 +17,7 @@
 namespace memlens::agent {
 
 // Writes to the owned descriptor in fd_slot (owned_fds.h), opened at `path`, and closes it at
-// the end. write_file_header is false when appending to the capture of the image this one
+// the end. Called again for each span (agent.h), once the last writer has finished. write_file_header is false when appending to the capture of the image this one
 // replaced by exec. Returns false when the thread cannot be started.
 bool StartWriter(int fd_slot, const std::string& path, const format::ProcessRecord& process,
                  bool write_file_header);
@@ -36,6 +36,12 @@ void ResumeWriter();
 // Waits (at most timeout_ms) until the writer has drained everything committed so far. Used
 // before dlclose, so frames of the closing library are interned while it is still mapped.
 void DrainNow(int timeout_ms);
+// Waits (at most timeout_ms) until everything committed so far is written to the file, in
+// whole chunks a reader can read (memlens_flush).
+void FlushWriter(int timeout_ms);
+// Drops what the rings still hold from an earlier span (events committed after its writer's
+// last round). Only while no writer runs: the caller is then the rings' one consumer.
+void DiscardBufferedEvents();
 // The agent's own operator new found no memory: the program has taken it all (under ulimit -v,
 // say), and copes with malloc's null, which the agent, built without exceptions, cannot. Waits
 // for the program to free some, retrying every millisecond. After kAgentMemoryWaitMs, on the

@@ -343,5 +343,48 @@ TEST(Replay, SizesPastTheLastBucketLandInIt) {
 }
 
 
+// ReplayOptions::blocks lists the live set block by block, by address, with each block's domain;
+// peak_since_marker restarts the peak at the last marker of that name.
+TEST(Replay, BlocksAndPeakSinceMarker) {
+  CaptureBuilder b;
+  b.encoder().String({7, "reset"});
+  b.Add(EventKind::kMalloc, 0x300000, 100000, 1);  // the whole capture's peak
+  b.Add(EventKind::kFree, 0x300000);
+  b.Add(EventKind::kPyObjAlloc, 0x200000, 64, 2);  // kept: Python's allocator
+  b.Add(EventKind::kMarker, 7);
+  b.Add(EventKind::kMalloc, 0x100000, 3000, 3);    // kept
+  b.Add(EventKind::kMalloc, 0x400000, 20000, 3);   // the peak since the marker
+  b.Add(EventKind::kFree, 0x400000);
+  b.Add(EventKind::kMmap, 0x500000, 8192, 4);      // kept: a mapping
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error;
+  ReplayOptions options;
+  options.blocks = true;
+  options.peak_since_marker = "reset";
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
+
+  ASSERT_EQ(p.blocks.size(), 3u);
+  EXPECT_EQ(p.blocks[0].address, 0x100000u);
+  EXPECT_EQ(p.blocks[0].size, 3000u);
+  EXPECT_EQ(p.blocks[0].stack, 3u);
+  EXPECT_EQ(p.blocks[0].domain, LiveBlockRow::kNative);
+  EXPECT_EQ(p.blocks[1].address, 0x200000u);
+  EXPECT_EQ(p.blocks[1].domain, LiveBlockRow::kPython);
+  EXPECT_EQ(p.blocks[2].size, 8192u);
+  EXPECT_EQ(p.blocks[2].domain, LiveBlockRow::kMapping);
+  EXPECT_EQ(p.totals.peak_bytes, 100000u);
+  EXPECT_EQ(p.peak_since_marker_bytes, 64u + 3000u + 20000u);
+  EXPECT_EQ(p.peak_since_marker_seq, 3u);
+
+  // A marker the capture does not have: the peak since the start, the capture's.
+  Profile whole;
+  options.peak_since_marker = "other";
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &whole, &error)) << error;
+  std::remove(path.c_str());
+  EXPECT_EQ(whole.peak_since_marker_bytes, 100000u);
+  EXPECT_EQ(whole.peak_since_marker_seq, 0u);
+}
+
 }  // namespace
 }  // namespace memlens::analyzer

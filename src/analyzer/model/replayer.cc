@@ -180,6 +180,7 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
     uint64_t heap = live_bytes_ - mapping_live_bytes_;
     p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
   }
+  window_peak_ = std::max(window_peak_, live_bytes_);
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
     p_->totals.peak_blocks = live_blocks_;
@@ -246,6 +247,11 @@ void Replayer::OnEvent(const format::Event& e) {
   if (e.seq >= stop_seq_) {
     if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
     return;  // past the snapshot
+  }
+  if (e.kind == EventKind::kMarker && !options_.peak_since_marker.empty() &&
+      p_->StringOf(e.address) == options_.peak_since_marker) {
+    window_peak_ = live_bytes_;  // reset_peak: the peak starts again from what is in use now
+    p_->peak_since_marker_seq = e.seq;
   }
   ++p_->totals.events;
   if (thread_filter_.active()) {
@@ -399,6 +405,8 @@ void Replayer::Finish() {
   std::copy(custom_heaps_.anomaly_counts(), custom_heaps_.anomaly_counts() + Anomaly::kKinds,
             p_->anomaly_counts);
   if (options_.address_map) MapAddressSpace();
+  if (options_.blocks) ListBlocks();
+  p_->peak_since_marker_bytes = std::max(window_peak_, live_bytes_);
   p_->snapshot = spec_;
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
   p_->stacks.reserve(states_.size());

@@ -138,6 +138,7 @@ class Replayer : public format::RecordVisitor {
   uint32_t HeapOfStack(uint64_t stack) const;
   void FindBackingMemory();
   void MapAddressSpace();
+  void ListBlocks();
 
   Profile* p_;
   SnapshotSpec spec_;
@@ -171,6 +172,7 @@ class Replayer : public format::RecordVisitor {
   uint64_t mapping_live_bytes_ = 0;  // the part of live_bytes_ in mappings; the rest is heap
   uint64_t reserved_bytes_ = 0;      // PROT_NONE pieces of mappings_
   uint64_t peak_epoch_ = 1;
+  uint64_t window_peak_ = 0;  // live_bytes_'s peak since ReplayOptions::peak_since_marker
 
   // The optional figures.
   Timeline timeline_;

@@ -7,11 +7,15 @@ the `memlens` executable and the agent it preloads into the profiled program; se
 A program can also talk to memlens (no-ops when it is not being recorded; memlens/api.py,
 docs/api.md): memlens.Heap(name) for its own pools, memlens.marker(name),
 memlens.snapshot(name), `with memlens.region(name):`.
+
+It can also record spans of itself without `memlens run` (memlens/tracker.py, docs/api.md):
+`with memlens.Tracker("x.mlens"): ...`, or memlens.start() ... memlens.stop().
 """
 import os
 import pathlib
 
 from memlens.api import Heap, is_recording, marker, region, snapshot
+from memlens.tracker import Tracker, start, stop
 
 # The one place the version is kept: CMakeLists.txt and pyproject.toml read it from here.
 __version__ = "0.1.0"

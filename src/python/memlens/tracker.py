@@ -1,0 +1,178 @@
+"""Recording spans of a running Python program, without `memlens run`:
+
+    with memlens.Tracker("load.mlens") as tracker:   # or t = memlens.start(); ...; memlens.stop()
+        load()
+    memlens.summary(tracker.path) ...                 # every view works on the span's capture
+
+Each start..stop span writes a capture of its own (its END record says "stopped"). What a span
+counts (docs/api.md, "Spans"): the Python allocator's blocks and, with native=True, the C/C++
+allocations of the program and its extension modules (the agent patches their GOT/PLT slots at
+start and puts them back at stop); blocks allocated before start and freed inside are not
+counted; blocks allocated inside and still live at stop are in use at the capture's end.
+
+The agent (libmemlens.so, beside the memlens executable: ../lib) is loaded on the first start
+with ctypes.PyDLL (the GIL stays held: the agent puts Python's allocator hooks on under it) as
+RTLD_LOCAL | RTLD_NODELETE: its symbols never replace the program's, and it is never unloaded
+(pointers to its hooks may outlive a span). Under `memlens run` the agent is already there and
+records the whole process: start() then raises RuntimeError with the agent's reason.
+"""
+import ctypes
+import itertools
+import os
+import pathlib
+import threading
+
+__all__ = ["Tracker", "start", "stop"]
+
+_lock = threading.Lock()
+_agent = None
+_spans = itertools.count(1)  # N in the default name: memlens-%e-%p-N.mlens
+_current = None  # the Tracker that memlens.start() started
+
+
+def agent_path():
+    """The agent library: MEMLENS_AGENT, else where the memlens executable finds it (../lib from
+    it: inside the installed package, or in a build tree during development)."""
+    if os.environ.get("MEMLENS_AGENT"):
+        return pathlib.Path(os.environ["MEMLENS_AGENT"])
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = [here / "lib", here.parents[2] / "build" / "lib"]
+    if os.environ.get("MEMLENS_BUILD_DIR"):
+        candidates.insert(0, pathlib.Path(os.environ["MEMLENS_BUILD_DIR"]) / "lib")
+    for folder in candidates:
+        if (folder / "libmemlens.so").is_file():
+            return folder / "libmemlens.so"
+    raise RuntimeError("memlens: the agent library libmemlens.so is not installed next to this "
+                       "package (reinstall with `pip install .`, or set MEMLENS_AGENT)")
+
+
+def _load_agent():
+    """The agent's span functions: the preloaded agent's, else the library loaded now."""
+    global _agent
+    with _lock:
+        if _agent is None:
+            lib = ctypes.PyDLL(None)  # PyDLL: the GIL stays held during the calls
+            if not hasattr(lib, "memlens_start_with"):  # not preloaded: load it, privately
+                mode = os.RTLD_NOW | os.RTLD_LOCAL | getattr(os, "RTLD_NODELETE", 0x1000)
+                path = agent_path()
+                try:
+                    lib = ctypes.PyDLL(str(path), mode=mode)
+                except OSError as error:
+                    raise RuntimeError(f"memlens: cannot load the agent {path}: {error}") from None
+            lib.memlens_start_with.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                               ctypes.c_size_t]
+            lib.memlens_start_with.restype = ctypes.c_int
+            lib.memlens_stop.argtypes = []
+            lib.memlens_stop.restype = ctypes.c_int
+            lib.memlens_flush.argtypes = []
+            lib.memlens_flush.restype = None
+            _agent = lib
+        return _agent
+
+
+def _program_name():
+    """What the agent's %e is: the name of the process's executable."""
+    try:
+        return os.path.basename(os.readlink("/proc/self/exe"))
+    except OSError:
+        return "python"
+
+
+def _expand(pattern):
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "%" and i + 1 < len(pattern) and pattern[i + 1] in "pe":
+            out.append(str(os.getpid()) if pattern[i + 1] == "p" else _program_name())
+            i += 2
+        else:
+            out.append(pattern[i])
+            i += 1
+    return os.path.abspath("".join(out))
+
+
+class Tracker:
+    """One span: start() records from now on into `path` (%p: pid, %e: program name; None:
+    memlens-%e-%p-N.mlens in the current directory, N counting this process's spans); stop()
+    ends it and returns the capture's path once the capture is complete. One span at a time
+    in a process. native=False records Python's allocator only; sample_rate=N samples one byte
+    in N (docs/sampling.md; a process keeps its first span's rate); python_frames=N keeps the
+    innermost N Python frames per allocation. A context manager: start at entry, stop at exit.
+    """
+
+    def __init__(self, path=None, *, native=True, sample_rate=None, python_frames=None):
+        self._pattern = os.fspath(path) if path is not None else None
+        self.native = bool(native)
+        self.sample_rate = sample_rate
+        self.python_frames = python_frames
+        self.path = None  # the capture's path, expanded, once started
+        self._recording = False
+
+    def _options(self):
+        options = [f"native={int(self.native)}"]
+        for key in ("sample_rate", "python_frames"):
+            value = getattr(self, key)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"memlens: {key} must be a whole number >= 0, not {value!r}")
+                options.append(f"{key}={value}")
+        return ",".join(options)
+
+    def start(self):
+        """Starts the span. Raises RuntimeError with the agent's reason when it cannot (a span
+        is already recording, the file cannot be written, ...); nothing is recorded then."""
+        if self._recording:
+            raise RuntimeError(f"memlens: this Tracker is already recording into {self.path}")
+        options = self._options()
+        lib = _load_agent()
+        pattern = self._pattern or f"memlens-%e-%p-{next(_spans)}.mlens"
+        path = _expand(pattern)
+        error = ctypes.create_string_buffer(1024)
+        if lib.memlens_start_with(os.fsencode(path), options.encode(), error, len(error)) != 0:
+            raise RuntimeError("memlens: " + error.value.decode("utf-8", "replace"))
+        self.path = path
+        self._recording = True
+        return self
+
+    def stop(self):
+        """Ends the span; returns the capture's path, complete (its END record written)."""
+        if not self._recording:
+            raise RuntimeError("memlens: not recording: this Tracker was not started")
+        self._recording = False
+        if _agent.memlens_stop() != 0:
+            raise RuntimeError("memlens: the span had already ended (the process is exiting)")
+        return self.path
+
+    def flush(self):
+        """Everything recorded so far is in the capture file when this returns, so the views
+        can read the capture while the span goes on."""
+        if self._recording:
+            _agent.memlens_flush()
+
+    @property
+    def recording(self):
+        return self._recording
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self._recording:
+            self.stop()
+        return False
+
+
+def start(path=None, **options):
+    """memlens.Tracker(path, **options).start(), kept for memlens.stop()."""
+    global _current
+    tracker = Tracker(path, **options).start()
+    _current = tracker
+    return tracker
+
+
+def stop():
+    """Ends the span memlens.start() began; returns its capture's path."""
+    global _current
+    if _current is None:
+        raise RuntimeError("memlens: not recording: memlens.start() was not called")
+    tracker, _current = _current, None
+    return tracker.stop()
