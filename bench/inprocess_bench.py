@@ -149,6 +149,7 @@ class Bench:
         self.args = args
         self.python = str(Path(args.python).absolute())
         build = args.build_dir.resolve()
+        self.memlens = build / "bin" / "memlens"
         self.env = dict(os.environ, PYTHONPATH=str(ROOT / "src" / "python"),
                         MEMLENS_BUILD_DIR=str(build))
         self.unavailable = {}
@@ -163,7 +164,7 @@ class Bench:
         RESULTS.mkdir(parents=True, exist_ok=True)
 
     def has(self, module):
-        code = f"import {module}" + (", memlens.Tracker" if module == "memlens" else "")
+        code = f"import {module}" + ("; memlens.Tracker" if module == "memlens" else "")
         return subprocess.run([self.python, "-c", code], env=self.env,
                               capture_output=True).returncode == 0
 
@@ -206,10 +207,23 @@ class Bench:
                 for stale in RESULTS.glob(path.name + "*"):
                     stale.unlink()
                 result = self.child("span", column, str(self.args.scale), str(path))
+                if column.startswith("memlens") and "error" not in result:
+                    result["recorded"] = self.recorded(path)
                 rounds[column].append(result)
                 shown = result.get("error") or f"{result['wall']:.2f} s wall, {result['cpu']:.2f} s CPU"
                 print(f"round {r + 1}/{self.args.runs} {column}: {shown}", flush=True)
         return rounds
+
+
+    def recorded(self, capture):
+        """(allocations, native bytes) that memlens recorded in the span: `memlens summary`'s
+        totals, native being what did not come through Python's allocator."""
+        proc = subprocess.run([str(self.memlens), "summary", str(capture), "--json"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            return None
+        totals = json.loads(proc.stdout)["totals"]
+        return totals["allocations"], totals["allocated_bytes"] - totals["python_allocated_bytes"]
 
 
 def ratios(rounds, column, key):
@@ -260,14 +274,15 @@ def render(bench, start_stop, rounds, load, started, minutes):
               f"same round; the untracked span took {statistics.median(b['wall'] for b in ok):.2f} "
               f"s wall, {statistics.median(b['cpu'] for b in ok):.2f} s CPU (medians)."
               if ok else "The untracked runs failed.", "",
-              "| tracker | wall × untracked | CPU × untracked | capture MiB | what it runs |",
-              "|---|---|---|---|---|"]
+              "| tracker | wall × untracked | CPU × untracked | capture MiB | allocations "
+              "recorded | native MiB recorded | what it runs |",
+              "|---|---|---|---|---|---|---|"]
     medians = {}
     for column in bench.columns:
         if column == "untracked":
             continue
         if bench.why_not(column):
-            lines.append(f"| {column} | {bench.why_not(column)} | | | {COLUMNS[column]} |")
+            lines.append(f"| {column} | {bench.why_not(column)} | | | | | {COLUMNS[column]} |")
             continue
         wall, failed = ratios(rounds, column, "wall")
         cpu, _ = ratios(rounds, column, "cpu")
@@ -275,14 +290,21 @@ def render(bench, start_stop, rounds, load, started, minutes):
         size = f"{statistics.median(sizes) / 2**20:.1f}" if sizes else "–"
         if not wall:
             error = next((r["error"] for r in rounds[column] if "error" in r), "wrong output")
-            lines.append(f"| {column} | **failed** ({failed}/{args.runs}): {error} | | | "
+            lines.append(f"| {column} | **failed** ({failed}/{args.runs}): {error} | | | | | "
                          f"{COLUMNS[column]} |")
             continue
         medians[column] = (statistics.median(wall), statistics.median(cpu))
         note = f" ({failed} of {args.runs} failed)" if failed else ""
+        recorded = [r["recorded"] for r in rounds[column] if r.get("recorded")]
+        counts = (f"{statistics.median(a for a, _ in recorded) / 1e6:.2f} M | "
+                  f"{statistics.median(n for _, n in recorded) / 2**20:.1f}" if recorded
+                  else "– | –")
         lines.append(f"| {column} | {medians[column][0]:.2f}{note} | {medians[column][1]:.2f} | "
-                     f"{size} | {COLUMNS[column]} |")
-    lines += ["", "The bar: memlens.Tracker (native memory too) below tracemalloc.start(1):"]
+                     f"{size} | {counts} | {COLUMNS[column]} |")
+    lines += ["", "Allocations and native bytes recorded: memlens's (`memlens summary --json` of "
+              "the span's capture: `totals.allocations`, and `allocated_bytes` less "
+              "`python_allocated_bytes`); – for the others.", "",
+              "The bar: memlens.Tracker (native memory too) below tracemalloc.start(1):"]
     if all(c in medians for c in BAR):
         (mw, mc), (tw, tc) = medians[BAR[0]], medians[BAR[1]]
         verdict = lambda a, b: "**met**" if a < b else "**not met**"
