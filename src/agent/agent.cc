@@ -34,6 +34,7 @@
 #include <string>
 
 #include "agent/fatal_signals.h"
+#include "agent/got/got_patcher.h"
 #include "agent/hooks/real_functions.h"
 #include "agent/owned_fds.h"
 #include "agent/python_support.h"
@@ -56,6 +57,7 @@ bool g_recorder_ready = false;
 // Spans: serialized by g_span_mutex (start and stop are rare, and never on the hot path).
 pthread_mutex_t g_span_mutex = PTHREAD_MUTEX_INITIALIZER;
 bool g_span_open = false;
+bool g_span_patched = false;  // the open span patched the GOT/PLT slots (native, not preloaded)
 uint64_t g_spans = 0;  // started so far
 bool g_forked_while_recording = false;  // this process is a child forked during a recording
 std::string* g_span_path = nullptr;  // the open span's capture
@@ -359,9 +361,9 @@ std::string SpanRefusal(const SpanOptions& options) {
   int state = g_state.load();
   if (state == kRecording) {
     return g_span_open ? "already recording (into '" + *g_span_path + "'): stop that span first"
-                       : "this process is recorded whole, from its start (the agent was "
-                         "preloaded by memlens run or LD_PRELOAD): spans are for a process "
-                         "that was not";
+                       : "this process is already recorded whole, from its start, by memlens "
+                         "run (the agent is preloaded): no span can start; the whole capture "
+                         "goes on";
   }
   if (g_forked_while_recording) {
     return "this process was forked while its parent recorded: it cannot record";
@@ -405,6 +407,17 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
   flock(fd, LOCK_EX | LOCK_NB);  // "still recording" until the writer closes it (see Start)
   unlink((path + ".index").c_str());
   int slot = OwnFd(fd);
+  // Native memory: a preloaded agent's interposers are the program's already; otherwise the
+  // slots through which every loaded object calls the allocator are pointed at them (got/).
+  g_span_patched = options.native && !g_preloaded;
+  if (g_span_patched && !got::PatchLoadedObjects(error)) {
+    DisownFd(slot, true);
+    unlink(path.c_str());  // nothing was recorded into it
+    *error = "cannot record native memory (" + *error + "); start with native=0 for Python's "
+             "allocator alone";
+    g_span_patched = false;
+    return false;
+  }
   if (g_spans == 0) pthread_atfork(nullptr, nullptr, OnForkChild);
   // A capture of its own: stacks, sequence numbers and counters start again.
   g_span_epoch.fetch_add(1);
@@ -414,6 +427,8 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
   g_stopping.store(false);
   if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/true)) {
     DisownFd(slot, true);
+    if (g_span_patched) got::UnpatchAll();
+    g_span_patched = false;
     *error = "cannot start the writer thread";
     return false;
   }
@@ -451,6 +466,8 @@ bool StopSpan(std::string* error) {
     g_state.store(kDormant);  // from here on nothing is recorded; the writer drains the rest
     RequestWriterStop(format::EndReason::kStopped, 0);
     WaitForWriter(kStopTimeoutMs);
+    if (g_span_patched) got::UnpatchAll();  // the slots still holding our hooks go back
+    g_span_patched = false;
     DetachPython();
     g_span_open = false;
     stopped = true;

@@ -619,6 +619,22 @@ class HoldInterpreter {
   PyGILState_STATE state_{};
 };
 
+// A span starts in a running program: the code objects on the calling thread's stack are
+// registered now, with the GIL held. The span's first allocation under one of them may come
+// without it (an extension that released the GIL), when no code object can be registered
+// (CodeId), and its line would be unknown code.
+void RegisterStackCodes() {
+  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    CodeId(code);
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+}
+
 }  // namespace
 }  // namespace memlens::python
 
@@ -630,6 +646,7 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   if (g_bridge) {
     HoldInterpreter hold;
     if (!g_installed) Install();
+    RegisterStackCodes();
     return 0;
   }
   if (!bridge || bridge->version != MEMLENS_PYTHON_BRIDGE_VERSION) return 1;
@@ -695,6 +712,7 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
   }
   Install();
   bridge->set_frame_reader(ReadFrames);
+  if (hold.late()) RegisterStackCodes();
   return 0;
 }
 

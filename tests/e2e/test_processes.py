@@ -61,6 +61,18 @@ def test_agent_leaves_no_dlerror_behind(record):
     assert r.analyze("summary")["totals"]["unmatched_frees"] == 0
 
 
+def test_dlopen_of_a_bare_name_searches_the_callers_runpath(record):
+    """glibc's dlopen searches the RUNPATH of its caller; behind memlens's interposer the caller
+    was memlens, and a plugin only the program's RUNPATH finds was not found."""
+    alone = subprocess.run([str(PROGRAMS / "dlopen_runpath")], capture_output=True, text=True)
+    assert (alone.returncode, alone.stdout) == (0, "dlopen: ok\n"), alone.stderr
+    r = record("dlopen_runpath")
+    assert (r.proc.returncode, r.proc.stdout) == (0, alone.stdout), r.proc.stderr
+    row = r.row_at("libplugin_alloc.c", "plugin_allocate")
+    assert row["site"]["module"].endswith("/runpath/runpath_plugin.so")
+    assert (row["allocated_bytes"], row["leaked_bytes"]) == (4321, 0)
+
+
 def test_stacks_through_dlopen_hold_no_memlens_frame(record):
     """The block the plugin's constructor allocates while dlopen runs it, and the one allocated
     through the plugin: exact stacks, with the loader's frames between the constructor and

@@ -16,6 +16,8 @@
 #include <cstring>
 
 #include "agent/agent.h"
+#include "agent/got/caller_dlopen.h"
+#include "agent/got/got_patcher.h"
 #include "agent/hooks/allocation_paths.h"
 #include "agent/hooks/real_functions.h"
 #include "agent/python_support.h"
@@ -357,10 +359,15 @@ __attribute__((visibility("default"))) void* mremap(void* old, size_t old_len, s
 }
 
 // --- loader: the writer rescans the module list after each change -------------------------
+// dlopen searches a bare name as its caller would (caller_dlopen.h: glibc's dlopen looks at its
+// return address, which here is ours); while the agent is patched into GOTs (got_patcher.h),
+// the objects it loaded are patched before it returns.
 
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   Enter();
-  void* handle = real::dlopen(file, mode);
+  void* handle =
+      memlens::agent::got::DlopenAsCaller(__builtin_return_address(0), file, mode, real::dlopen);
+  if (handle) memlens::agent::got::PatchNewObjects();
   memlens::agent::NoteModulesChanged();
   return handle;
 }

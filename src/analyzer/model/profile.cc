@@ -30,7 +30,8 @@ std::string Profile::SnapshotLabel() const {
   if (snapshot.kind == SnapshotSpec::kEnd) {
     // @end named in a capture whose default "exit" is the program's end: not that exit.
     if (!snapshot.text.empty() && program_end_seq) return "the end of the process";
-    return end ? "exit" : "the end of the capture";
+    if (!end) return "the end of the capture";
+    return end->reason == format::EndReason::kStopped ? "stop" : "exit";  // a span: its stop
   }
   if (AtProgramEndByDefault()) return "exit";  // ProgramEndNote says which exit
   char when[48];

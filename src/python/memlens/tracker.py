@@ -127,10 +127,11 @@ class Tracker:
         pattern = self._pattern or f"memlens-%e-%p-{next(_spans)}.mlens"
         path = _expand(pattern)
         error = ctypes.create_string_buffer(1024)
+        # Set before the call: allocations of ours once the span records would be in it.
+        self.path, self._recording = path, True
         if lib.memlens_start_with(os.fsencode(path), options.encode(), error, len(error)) != 0:
+            self.path, self._recording = None, False
             raise RuntimeError("memlens: " + error.value.decode("utf-8", "replace"))
-        self.path = path
-        self._recording = True
         return self
 
     def stop(self):
