@@ -1,7 +1,7 @@
 // src/cli/cmd_blocks.cc
 //
 // `memlens blocks FILE[@SNAPSHOT] [--python-frames] [--totals] [--containing ADDRESS]
-// [--peak-since-marker NAME]`:
+// [--peak-since-marker NAME | --peak-since-seq N] [--peak-leaves-out PYFILE]`:
 // every block in use at the snapshot, by address, with its size, domain (python, native,
 // mapping, custom_heap) and call stack; the totals by domain; the peak (and the peak since the
 // last marker NAME, for the tracemalloc API's reset_peak). What is shown is computed in
@@ -26,6 +26,8 @@ struct BlocksOptions {
   bool python_frames = false;
   bool totals = false;
   std::string peak_since_marker;
+  uint64_t peak_since_seq = 0;
+  std::string peak_leaves_out;
   uint64_t containing = 0;
 };
 
@@ -47,6 +49,10 @@ int Blocks(const BlocksOptions& o) {
   ReplayOptions replay;
   replay.blocks = true;
   replay.peak_since_marker = o.peak_since_marker;
+  replay.peak_since_seq = o.peak_since_seq;
+  replay.peak_leaves_out_file = o.peak_leaves_out;
+  const bool peak_since =
+      !o.peak_since_marker.empty() || o.peak_since_seq || !o.peak_leaves_out.empty();
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
@@ -60,12 +66,13 @@ int Blocks(const BlocksOptions& o) {
     json.Field("in_use_bytes", view.total.bytes);
     json.Field("in_use_blocks", view.total.blocks);
     json.Field("peak_bytes", p.totals.peak_bytes);
-    if (!o.peak_since_marker.empty()) {
-      json.Key("peak_since_marker");
+    json.Field("next_seq", p.next_seq);
+    if (peak_since) {
+      json.Key("peak_since");
       json.BeginObject();
       json.Field("marker", o.peak_since_marker);
-      json.Field("seq", p.peak_since_marker_seq);
-      json.Field("bytes", p.peak_since_marker_bytes);
+      json.Field("seq", o.peak_since_seq ? o.peak_since_seq : p.peak_since_marker_seq);
+      json.Field("bytes", p.peak_since_bytes);
       json.EndObject();
     }
     json.Key("domains");
@@ -110,9 +117,11 @@ int Blocks(const BlocksOptions& o) {
       sep = ", ";
     }
     std::cout << (*sep == ',' ? ")" : "") << "; peak " << FormatBytes(p.totals.peak_bytes);
-    if (!o.peak_since_marker.empty()) {
+    if (o.peak_since_seq) {
+      std::cout << ", since event " << o.peak_since_seq << " " << FormatBytes(p.peak_since_bytes);
+    } else if (!o.peak_since_marker.empty()) {
       std::cout << ", since marker '" << o.peak_since_marker << "' "
-                << FormatBytes(p.peak_since_marker_bytes)
+                << FormatBytes(p.peak_since_bytes)
                 << (p.peak_since_marker_seq ? "" : " (no such marker: since the start)");
     }
     std::cout << "\n";
@@ -150,6 +159,13 @@ CommandRunner AddBlocksCommand(CLI::App* cmd) {
   cmd->add_option("--peak-since-marker", o->peak_since_marker,
                   "also the peak of the bytes in use since the last marker NAME before the\n"
                   "snapshot (since the start when there is none)");
+  cmd->add_option("--peak-since-seq", o->peak_since_seq,
+                  "also the peak of the bytes in use from just before the event of this sequence\n"
+                  "number (a next_seq of an earlier answer: tracemalloc's reset_peak)")
+      ->excludes("--peak-since-marker");
+  cmd->add_option("--peak-leaves-out", o->peak_leaves_out,
+                  "the peak since (from the start without the options above) leaves out the\n"
+                  "blocks allocated with a frame of this Python file (a tool's own memory)");
   cmd->add_option("--containing", o->containing,
                   "list only the block holding this address (decimal or 0x hex)");
   return [o] { return Blocks(*o); };

@@ -158,19 +158,25 @@ def test_blocks_view_lists_each_block_with_its_stack(record):
     assert totals["in_use_bytes"] == answer["in_use_bytes"] and "blocks" not in totals
 
 
-def test_blocks_peak_since_a_marker(record):
+def test_blocks_peak_since_a_marker_or_an_event(record):
     recorded = record("peak_reset")
     answer = recorded.analyze("blocks", "--peak-since-marker", "reset")
-    kept = [b for b in answer["blocks"] if b["size"] == 30000]
-    assert len(kept) == 1
+    assert len([b for b in answer["blocks"] if b["size"] == 30000]) == 1
     baseline = answer["in_use_bytes"] - 30000  # what the C runtime keeps, if anything
-    assert answer["peak_since_marker"]["bytes"] == baseline + 30000 + 20000
-    assert answer["peak_since_marker"]["seq"] > 0
+    marker_seq = answer["peak_since"]["seq"]
+    assert marker_seq > 0 and answer["next_seq"] > marker_seq
+    assert answer["peak_since"]["bytes"] == baseline + 30000 + 20000
     assert answer["peak_bytes"] == baseline + 100000
+    # The same window from the marker's sequence number; one from after the last event holds
+    # what is in use at the end.
+    since_seq = recorded.analyze("blocks", "--totals", "--peak-since-seq", str(marker_seq))
+    assert since_seq["peak_since"] == {"marker": "", "seq": marker_seq,
+                                       "bytes": baseline + 30000 + 20000}
+    after = recorded.analyze("blocks", "--totals", "--peak-since-seq", str(answer["next_seq"]))
+    assert after["peak_since"]["bytes"] == answer["in_use_bytes"]
     # No such marker: the peak since the start.
     whole = recorded.analyze("blocks", "--totals", "--peak-since-marker", "no-such-marker")
-    assert whole["peak_since_marker"] == {"marker": "no-such-marker", "seq": 0,
-                                          "bytes": baseline + 100000}
+    assert whole["peak_since"] == {"marker": "no-such-marker", "seq": 0, "bytes": baseline + 100000}
 
 
 def test_blocks_bad_input_is_one_line(tmp_path):

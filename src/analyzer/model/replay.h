@@ -95,10 +95,16 @@ struct ReplayOptions {
   std::string heap;
   // Every block in use at the snapshot, one by one (Profile::blocks): `memlens blocks`.
   bool blocks = false;
-  // The peak of the in-use bytes since the last marker of this name before the snapshot
-  // (Profile::peak_since_marker_bytes; the whole capture's peak when it has none): the
-  // tracemalloc API's reset_peak. The index cannot serve it (the replay starts at the start).
+  // The peak of the in-use bytes since the last marker of this name before the snapshot, or
+  // since the event of this sequence number (Profile::peak_since_bytes; the whole capture's
+  // peak when there is no such marker): the tracemalloc API's reset_peak. The index cannot
+  // serve it (the replay starts at the start).
   std::string peak_since_marker;
+  uint64_t peak_since_seq = 0;  // 0: none
+  // Blocks allocated with a Python frame of this file (a code object's co_filename) in their
+  // stack are left out of peak_since_bytes: a tool's own passing memory (memlens.tracemalloc's,
+  // reading the analyzer's answers) is not the program's peak.
+  std::string peak_leaves_out_file;
 };
 
 // One block in use at the snapshot (ReplayOptions::blocks): a heap block (Python's allocator or
@@ -167,8 +173,11 @@ struct Profile {
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
   std::vector<LiveBlockRow> blocks;        // as ReplayOptions asked, by address
-  uint64_t peak_since_marker_bytes = 0;    // as ReplayOptions asked (peak_since_marker)
-  uint64_t peak_since_marker_seq = 0;      // the marker it counts from; 0: the capture's start
+  uint64_t peak_since_bytes = 0;  // as ReplayOptions asked (peak_since_marker, peak_since_seq)
+  uint64_t peak_since_marker_seq = 0;  // the marker it counts from; 0: the capture's start
+  // The sequence number after the last event replayed (0 when none was: a view of a whole
+  // capture served from the end of its snapshot index): where a later peak_since_seq starts.
+  uint64_t next_seq = 0;
   // The instrumentation API. The figures above describe `heap` ("" for the system heap, else
   // a custom heap's name, ReplayOptions::heap); every custom heap has figures of its own.
   std::string heap;

@@ -54,7 +54,6 @@ _DOMAINS = {"python": PYTHON_DOMAIN, "native": NATIVE_DOMAIN, "mapping": MAPPING
 
 # The stdlib's bound on start(nframe): frames are counted in 16 bits in its traces.
 _MAX_NFRAME = 65535
-_PEAK_MARKER = "memlens.tracemalloc.reset_peak"
 _UNKNOWN = (("<unknown>", 0),)  # the stdlib's traceback for an allocation without Python frames
 
 _lock = threading.RLock()
@@ -62,16 +61,15 @@ _tracker = None      # the memlens.Tracker of the current span, None when not tr
 _nframe = 1          # the traceback limit
 _directory = None    # the private directory of the span captures
 _spans = 0
+_peak_from = 0       # reset_peak: the peak counts from this event of the span (0: its start)
 
 
-def _own_frames_pattern():
-    """An --exclude pattern for stacks with a frame in this file: the module's own work (the
-    analyzer's answers, parsed; the tracebacks built) is not the program's memory."""
-    path = __file__[:-1] if __file__.endswith(".pyc") else __file__
-    return "file:" + "".join("[" + c + "]" if c in "*?[" else c for c in os.path.abspath(path))
-
-
-_EXCLUDE_OWN = _own_frames_pattern()
+# This file, as its code objects name it: every stack with a frame in it is the module's own
+# work (the analyzer's answers read, the tracebacks built), not the program's memory, and is
+# left out of every figure, the peak included.
+_OWN_FILE = __spec__.origin if __spec__ and __spec__.origin else __file__
+_OWN_ARGS = ("--exclude", "file:" + "".join("[" + c + "]" if c in "*?[" else c for c in _OWN_FILE),
+             "--peak-leaves-out", _OWN_FILE)
 
 
 def _remove_directory():
@@ -83,7 +81,7 @@ def _remove_directory():
 
 def _start_span():
     """A new span, into a new private capture file."""
-    global _tracker, _directory, _spans
+    global _tracker, _directory, _spans, _peak_from
     from memlens.tracker import Tracker  # noqa: PLC0415 (the module imports without it)
     if _directory is None:
         _directory = tempfile.mkdtemp(prefix="memlens-tracemalloc-")
@@ -92,6 +90,7 @@ def _start_span():
     tracker = Tracker(path, native=True, sample_rate=0)
     tracker.start()  # RuntimeError with the agent's reason when it cannot
     _tracker = tracker
+    _peak_from = 0
 
 
 def _stop_span():
@@ -116,10 +115,27 @@ def _stop_at_exit():
 atexit.register(_stop_at_exit)
 
 
+def _trace_the_child():
+    """After fork(), in the child: the parent's span is not the child's (memlens records a span
+    in the process that started it), so a traced child starts a span of its own. Its traces
+    begin at the fork: the blocks it inherited are not in them."""
+    global _tracker, _lock
+    _lock = threading.RLock()  # another thread may have held it at the fork
+    if _tracker is not None:
+        _tracker = None
+        try:
+            _start_span()
+        except RuntimeError:
+            pass  # not tracing in the child, as is_tracing() then says
+
+
+os.register_at_fork(after_in_child=_trace_the_child)
+
+
 def _ask(*options):
     """`memlens blocks SPAN --json OPTIONS`, on everything recorded up to now."""
     _tracker.flush()
-    return _cli.json_output("blocks", _tracker.path, "--exclude", _EXCLUDE_OWN, *options)
+    return _cli.json_output("blocks", _tracker.path, *_OWN_ARGS, *options)
 
 
 def start(nframe=1):
@@ -166,17 +182,19 @@ def get_traced_memory():
     with _lock:
         if _tracker is None:
             return (0, 0)
-        answer = _ask("--totals", "--peak-since-marker", _PEAK_MARKER)
+        since = ("--peak-since-seq", str(_peak_from)) if _peak_from else ()
+        answer = _ask("--totals", *since)
     current = answer["in_use_bytes"]
-    return (current, max(current, answer["peak_since_marker"]["bytes"]))
+    return (current, max(current, answer["peak_since"]["bytes"]))
 
 
 def reset_peak():
-    """Sets the peak of get_traced_memory() to the traced memory now (a marker in the span)."""
+    """Sets the peak of get_traced_memory() to the traced memory now: the peak counts from the
+    span's next event on (asking the analyzer where the span is: one question)."""
+    global _peak_from
     with _lock:
         if _tracker is not None:
-            import memlens  # noqa: PLC0415 (memlens imports this module lazily)
-            memlens.marker(_PEAK_MARKER)
+            _peak_from = max(_ask("--totals")["next_seq"], 1)
 
 
 def get_tracemalloc_memory():
