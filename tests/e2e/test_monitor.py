@@ -73,9 +73,10 @@ def test_metrics_are_recorded_and_agree_with_proc(run, python):
         assert metrics["gc.objects"][1] == "int"
         assert 0.5 < metrics["gc.objects"][0] / seen["gc_objects"] < 1.5
         assert metrics["allocator.blocks"][0] > 1000
-        # Traced memory at the moment: the kept blocks are all of it but a few KiB.
+        # Traced memory at the moment: the kept blocks, and the program's other blocks since
+        # start() (the open file's buffers: 129 KiB on 3.14t, the monitor's thread).
         kept = BLOCKS_IN_FILE[n - 1] * python.size_of(f"b'x' * {STEP}")
-        assert kept <= metrics["tracemalloc.traced"][0] < kept + 200_000
+        assert kept <= metrics["tracemalloc.traced"][0] < kept + 512 * 1024
         assert metrics["tracemalloc.peak"][0] >= metrics["tracemalloc.traced"][0]
         assert metrics["memlens.capture"][0] > 0
         # At least one thread buffer: a 4 KiB header and a 2 MiB ring (thread_buffer.h).
