@@ -127,3 +127,29 @@ def test_repeat_delay_and_threads_stop(run):
     assert report["scheduled_after_repeats"] is False
     assert report["tasks"] == 1  # left scheduled at exit: the program still ended (run's rc 0)
     assert not list(out.glob("never-*"))
+
+
+def test_misuse_is_refused_at_once(python):
+    """A bad template fails when the task is made, a task without a threshold or a delay and a
+    task scheduled while nothing traces are refused, each with its reason."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src" / "python"), MEMLENS_BUILD_DIR=str(BUILD))
+    refused = json.loads(python.output(
+        "import json\nfrom memlens import monitor\nout = []\n"
+        "def attempt(f):\n"
+        "    try: f()\n"
+        "    except Exception as e: out.append([type(e).__name__, str(e)])\n"
+        "attempt(lambda: monitor.TakeSnapshotTask('snap-{pid}-{count}.pickle'))\n"
+        "attempt(lambda: monitor.Task(print).schedule())\n"
+        "task = monitor.Task(print); task.set_delay(1)\n"
+        "attempt(task.schedule)\n"
+        "attempt(lambda: task.set_memory_threshold(0))\n"
+        "print(json.dumps(out + [monitor.get_tasks()]))", env=env))
+    assert refused == [
+        ["ValueError", "filename template 'snap-{pid}-{count}.pickle': 'count' is not one of "
+                       "its fields {pid}, {counter}, {program}, {timestamp}"],
+        ["ValueError", "a task needs a memory threshold or a delay: call "
+                       "set_memory_threshold() or set_delay() first"],
+        ["RuntimeError", "memlens.tracemalloc is not tracing: call memlens.tracemalloc.start() "
+                         "before scheduling a task"],
+        ["ValueError", "the memory threshold must be positive, not 0"],
+        []]

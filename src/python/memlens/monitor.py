@@ -338,7 +338,11 @@ class TakeSnapshotTask(Task):
         self.filename_template = filename_template
         self.metrics, self.callback = metrics, callback
         self.counter = 0
-        self.filename(1)  # a bad template fails here, not on the monitor thread
+        try:  # a bad template fails here, not on the monitor thread
+            self.filename(1)
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"filename template {filename_template!r}: {error!s} is not one of "
+                             "its fields {pid}, {counter}, {program}, {timestamp}") from None
 
     def filename(self, counter):
         return self.filename_template.format(
@@ -423,8 +427,14 @@ class _Scheduler:
         self.lock = threading.Lock()
         self.thread = self.stopping = None
         self.checks = 0  # rounds of checks done (the tests wait on it)
+        self.registered = False
 
     def add(self, task):
+        if not self.registered:
+            # Registered now, after memlens.tracemalloc's own (it traces by now), so that at exit
+            # this thread is joined before tracing stops under a task it is running.
+            atexit.register(self.stop)
+            self.registered = True
         with self.lock:
             if task not in self.tasks:
                 self.tasks.append(task)
@@ -483,7 +493,6 @@ class _Scheduler:
 
 
 _scheduler = _Scheduler()
-atexit.register(_scheduler.stop)
 os.register_at_fork(after_in_child=_scheduler.forget_after_fork)
 
 
