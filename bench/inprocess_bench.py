@@ -211,7 +211,8 @@ class Bench:
                 if column.startswith("memlens") and "error" not in result:
                     result["recorded"] = self.recorded(path)
                 rounds[column].append(result)
-                shown = result.get("error") or f"{result['wall']:.2f} s wall, {result['cpu']:.2f} s CPU"
+                shown = result.get("error") or (f"{result['wall']:.2f} s wall, "
+                                                f"{result['cpu']:.2f} s CPU")
                 print(f"round {r + 1}/{self.args.runs} {column}: {shown}", flush=True)
         return rounds
 
