@@ -6,26 +6,40 @@
 // that must start all zero costs nothing until a slot on a page is used, where a zero-filled
 // std::vector writes every page up front.
 //
-// Runs on: any thread; a system call each, no locks of ours.
+// Runs on: any thread; a system call each, no locks of ours. RawMappedBytes() counts what is
+// mapped (one relaxed add beside each system call), so the agent can say how much memory it holds
+// for its own buffers and tables (memlens_get_agent_memory, src/agent/api/api.cc).
 #pragma once
 
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 
 namespace memlens {
+
+// Bytes mapped by MapZeroed and not yet unmapped, in this binary (each has its own counter).
+inline std::atomic<size_t> g_raw_mapped_bytes{0};
+
+inline size_t RawMappedBytes() { return g_raw_mapped_bytes.load(std::memory_order_relaxed); }
 
 // Zero-filled, readable and writable, never reserved against the commit limit; nullptr when
 // the kernel refuses.
 inline void* MapZeroed(size_t bytes) {
   void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
                                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-  return mem == MAP_FAILED ? nullptr : mem;
+  if (mem == MAP_FAILED) return nullptr;
+  g_raw_mapped_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return mem;
 }
 
-inline void Unmap(void* mem, size_t bytes) { syscall(SYS_munmap, mem, bytes); }
+inline void Unmap(void* mem, size_t bytes) {
+  if (syscall(SYS_munmap, mem, bytes) == 0) {
+    g_raw_mapped_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+}
 
 // Makes a mapping from MapZeroed all zero again by handing its pages back: the next touch of
 // each gets a fresh zero page. Returns false when the kernel refuses.

@@ -50,6 +50,8 @@ constexpr CommandEntry kCommands[] = {
      "memlens temporary CAPTURE", "allocations freed at once (reuse them)", AddTemporaryCommand},
     {"map", "The address space of what is in use: regions, gaps, fragmentation",
      "memlens map CAPTURE@peak", "address space in use: regions, gaps", AddMapCommand},
+    {"blocks", "Every block in use, one by one: address, size, domain, call stack",
+     "memlens blocks CAPTURE@peak --json", "every block in use, with its stack", AddBlocksCommand},
     {"report", "One self-contained interactive HTML page", "memlens report CAPTURE -o report.html",
      "one self-contained interactive page", AddReportCommand},
     {"index", "Build the snapshot index of a capture now (snapshots build it when first needed)",

@@ -25,6 +25,7 @@
 
 #include "agent/api/string_table.h"
 #include "agent/recorder/recorder.h"
+#include "base/raw_mapping.h"
 
 using memlens::agent::HookGuard;
 using memlens::agent::InternString;
@@ -126,6 +127,14 @@ void memlens_take_snapshot(const char* name) {
   if (!Enter()) return;
   HookGuard guard;
   memlens::agent::RecordRelease(EventKind::kSnapshot, AsAddress(InternString(name)), 0);
+}
+
+// Not in memlens.h's list: Python's memlens.monitor asks it through ctypes (a metric with each
+// snapshot). What the agent has mapped for itself: thread buffers, unwinder and sampling tables,
+// the stack interner's caches (virtual size; pages are touched as used). Not the writer thread's
+// heap (its stack table, encode buffers), which comes from the C library's malloc.
+__attribute__((visibility("default"))) size_t memlens_get_agent_memory(void) {
+  return memlens::RawMappedBytes();
 }
 
 int memlens_is_recording(void) {

@@ -193,11 +193,14 @@ bool ReplayAll(const std::string& path, SnapshotIndexWriter* writer, Profile* fu
                 IndexUse{writer, index, follow});
 }
 
-// The index serves a plain replay (no per-thread view, no extra per-moment figures): a
+// The index serves a plain replay (no per-thread view, no extra per-moment figures, no peak
+// since a marker, whose window starts before any checkpoint could): a
 // snapshot, or the whole capture when the index has its end.
 bool IndexServes(const ReplayOptions& options) {
   return !IndexTurnedOff() && options.thread == 0 && options.heap.empty() && options.checkpoint_seconds.empty() &&
-         options.checkpoint_seqs.empty() && !options.stack_size_histograms;
+         options.checkpoint_seqs.empty() && !options.stack_size_histograms &&
+         options.peak_since_marker.empty() && options.peak_since_seq == 0 &&
+         options.peak_leaves_out_file.empty();
 }
 
 // The whole capture, from the end of its index when it has one (memlens run writes it while

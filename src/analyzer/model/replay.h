@@ -93,7 +93,34 @@ struct ReplayOptions {
   // The heap every figure describes: "" for the system heap (malloc, mmap, Python's allocator),
   // else the name of one of the program's custom heaps (include/memlens/memlens.h).
   std::string heap;
+  // Every block in use at the snapshot, one by one (Profile::blocks): `memlens blocks`.
+  bool blocks = false;
+  // The peak of the in-use bytes since the last marker of this name before the snapshot, or
+  // since the event of this sequence number (Profile::peak_since_bytes; the whole capture's
+  // peak when there is no such marker): the tracemalloc API's reset_peak. The index cannot
+  // serve it (the replay starts at the start).
+  std::string peak_since_marker;
+  uint64_t peak_since_seq = 0;  // 0: none
+  // Blocks allocated with a Python frame of this file (a code object's co_filename) in their
+  // stack are left out of peak_since_bytes: a tool's own passing memory (memlens.tracemalloc's,
+  // reading the analyzer's answers) is not the program's peak.
+  std::string peak_leaves_out_file;
 };
+
+// One block in use at the snapshot (ReplayOptions::blocks): a heap block (Python's allocator or
+// the malloc family), an anonymous mapping the program made (its accessible part), or a block
+// of the custom heap that ReplayOptions::heap names. Its real size, even in a sampled capture.
+struct LiveBlockRow {
+  enum Domain : uint8_t { kPython, kNative, kMapping, kCustomHeap };
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t stack = 0;
+  Domain domain = kNative;
+};
+inline const char* BlockDomainName(LiveBlockRow::Domain domain) {
+  static constexpr const char* kNames[] = {"python", "native", "mapping", "custom_heap"};
+  return kNames[domain];
+}
 
 // The runtime's blocks in use at the snapshot that one rule of runtime_allocations.h covers.
 struct RuntimeRule;
@@ -145,6 +172,12 @@ struct Profile {
   std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id, on demand
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
+  std::vector<LiveBlockRow> blocks;        // as ReplayOptions asked, by address
+  uint64_t peak_since_bytes = 0;  // as ReplayOptions asked (peak_since_marker, peak_since_seq)
+  uint64_t peak_since_marker_seq = 0;  // the marker it counts from; 0: the capture's start
+  // The sequence number after the last event replayed (0 when none was: a view of a whole
+  // capture served from the end of its snapshot index): where a later peak_since_seq starts.
+  uint64_t next_seq = 0;
   // The instrumentation API. The figures above describe `heap` ("" for the system heap, else
   // a custom heap's name, ReplayOptions::heap); every custom heap has figures of its own.
   std::string heap;

@@ -1,6 +1,8 @@
 // src/analyzer/model/replay_custom_heaps.cc: the program's own heaps in the replay (Replayer,
 // replayer.h; the heaps themselves: custom_heaps.h), and what the live set looks like by
-// address at the snapshot (ReplayOptions::address_map), custom heaps' blocks included.
+// address at the snapshot (ReplayOptions::address_map) and block by block (ReplayOptions::blocks),
+// custom heaps' blocks included.
+#include <algorithm>
 #include <set>
 
 #include "analyzer/model/replayer.h"
@@ -141,6 +143,25 @@ void Replayer::MapAddressSpace() {
   }
   close_region();
   for (AddressRegion& r : p_->address_map) r.blocks = WholeBlocks(r.blocks);
+}
+
+// Every block in use at the snapshot, by address: the live set as it is, no clustering.
+void Replayer::ListBlocks() {
+  using Row = LiveBlockRow;
+  std::vector<Row>& rows = p_->blocks;
+  rows.reserve(heap_.size() + mappings_.size());
+  if (options_.heap.empty()) {
+    heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
+      rows.push_back({a, b.size, b.stack, b.python ? Row::kPython : Row::kNative});
+    });
+    for (const auto& [start, region] : mappings_) {
+      if (region.counted) rows.push_back({start, region.end - start, region.stack, Row::kMapping});
+    }
+  }
+  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
+    if (selected_heaps_.count(heap)) rows.push_back({a, b.size, b.stack, Row::kCustomHeap});
+  });
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.address < b.address; });
 }
 
 }  // namespace memlens::analyzer

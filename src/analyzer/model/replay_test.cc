@@ -343,5 +343,87 @@ TEST(Replay, SizesPastTheLastBucketLandInIt) {
 }
 
 
+// ReplayOptions::blocks lists the live set block by block, by address, with each block's domain;
+// peak_since_marker restarts the peak at the last marker of that name.
+TEST(Replay, BlocksAndPeakSinceMarker) {
+  CaptureBuilder b;
+  b.encoder().String({7, "reset"});
+  b.Add(EventKind::kMalloc, 0x300000, 100000, 1);  // the whole capture's peak
+  b.Add(EventKind::kFree, 0x300000);
+  b.Add(EventKind::kPyObjAlloc, 0x200000, 64, 2);  // kept: Python's allocator
+  b.Add(EventKind::kMarker, 7);
+  b.Add(EventKind::kMalloc, 0x100000, 3000, 3);    // kept
+  b.Add(EventKind::kMalloc, 0x400000, 20000, 3);   // the peak since the marker
+  b.Add(EventKind::kFree, 0x400000);
+  b.Add(EventKind::kMmap, 0x500000, 8192, 4);      // kept: a mapping
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error;
+  ReplayOptions options;
+  options.blocks = true;
+  options.peak_since_marker = "reset";
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
+
+  ASSERT_EQ(p.blocks.size(), 3u);
+  EXPECT_EQ(p.blocks[0].address, 0x100000u);
+  EXPECT_EQ(p.blocks[0].size, 3000u);
+  EXPECT_EQ(p.blocks[0].stack, 3u);
+  EXPECT_EQ(p.blocks[0].domain, LiveBlockRow::kNative);
+  EXPECT_EQ(p.blocks[1].address, 0x200000u);
+  EXPECT_EQ(p.blocks[1].domain, LiveBlockRow::kPython);
+  EXPECT_EQ(p.blocks[2].size, 8192u);
+  EXPECT_EQ(p.blocks[2].domain, LiveBlockRow::kMapping);
+  EXPECT_EQ(p.totals.peak_bytes, 100000u);
+  EXPECT_EQ(p.peak_since_bytes, 64u + 3000u + 20000u);
+  EXPECT_EQ(p.peak_since_marker_seq, 3u);
+
+  // A marker the capture does not have: the peak since the start, the capture's.
+  Profile whole;
+  options.peak_since_marker = "other";
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &whole, &error)) << error;
+  EXPECT_EQ(whole.peak_since_bytes, 100000u);
+  EXPECT_EQ(whole.peak_since_marker_seq, 0u);
+  EXPECT_EQ(whole.next_seq, 8u);
+
+  // Since a sequence number: the window opens just before that event (what is in use then
+  // counts), or after the last event (what is in use at the end).
+  for (auto [seq, peak] : {std::pair<uint64_t, uint64_t>{5, 64 + 3000 + 20000},
+                           {6, 64 + 3000 + 20000},
+                           {7, 64 + 3000 + 8192}, {100, 64 + 3000 + 8192}}) {
+    Profile since;
+    options.peak_since_marker.clear();
+    options.peak_since_seq = seq;
+    ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &since, &error)) << error;
+    EXPECT_EQ(since.peak_since_bytes, peak) << seq;
+  }
+  std::remove(path.c_str());
+}
+
+
+// ReplayOptions::peak_leaves_out_file: the blocks of stacks with a Python frame of that file
+// (a tool's own passing memory) are not part of peak_since_bytes; every other figure keeps them.
+TEST(Replay, PeakLeavesOutAFilesBlocks) {
+  CaptureBuilder b;
+  format::RecordEncoder& enc = b.encoder();
+  enc.PythonCode({1, "/tool/own.py", "ask", 1});
+  enc.PythonCode({2, "/app/main.py", "work", 1});
+  enc.StackNode({0, format::PythonFrameIp(2, 10)});  // 5: main.py:10
+  enc.StackNode({5, format::PythonFrameIp(1, 20)});  // 6: own.py:20, called from main.py:10
+  enc.StackNode({6, 0x1000});                        // 7: native, under own.py
+  b.Add(EventKind::kPyObjAlloc, 0x1000, 500, 5);     // the program's
+  b.Add(EventKind::kMalloc, 0x2000, 90000, 7);       // the tool's, for a moment
+  b.Add(EventKind::kFree, 0x2000);
+  b.Add(EventKind::kPyObjAlloc, 0x3000, 700, 5);
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error;
+  ReplayOptions options;
+  options.peak_leaves_out_file = "/tool/own.py";
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
+  std::remove(path.c_str());
+  EXPECT_EQ(p.peak_since_bytes, 1200u);
+  EXPECT_EQ(p.totals.peak_bytes, 90500u);
+}
+
 }  // namespace
 }  // namespace memlens::analyzer

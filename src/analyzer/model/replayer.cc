@@ -180,6 +180,8 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
     uint64_t heap = live_bytes_ - mapping_live_bytes_;
     p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
   }
+  if (!options_.peak_leaves_out_file.empty() && LeftOut(stack)) left_out_bytes_ += w.bytes;
+  window_peak_ = std::max(window_peak_, WindowBytes());
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
     p_->totals.peak_blocks = live_blocks_;
@@ -201,6 +203,23 @@ void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
   }
   live_bytes_ -= w.bytes;
   live_blocks_ -= w.count;
+  if (!options_.peak_leaves_out_file.empty() && LeftOut(stack)) left_out_bytes_ -= w.bytes;
+}
+
+bool Replayer::LeftOut(uint64_t stack) {
+  if (stack >= left_out_.size()) left_out_.resize(std::max<size_t>(stack + 1, left_out_.size() * 2));
+  if (left_out_[stack] == 0) {
+    bool found = false;
+    for (uint64_t node = stack; node && node < p_->nodes.size() && !found;
+         node = p_->nodes[node].parent) {
+      uint64_t ip = p_->nodes[node].ip;
+      if (!format::IsPythonFrameIp(ip)) continue;
+      auto code = p_->python_codes.find(format::PythonFrameCode(ip));
+      found = code != p_->python_codes.end() && code->second.filename == options_.peak_leaves_out_file;
+    }
+    left_out_[stack] = found ? 1 : 2;
+  }
+  return left_out_[stack] == 1;
 }
 
 void Replayer::TakeCheckpoints(uint64_t before_seq) {
@@ -246,6 +265,17 @@ void Replayer::OnEvent(const format::Event& e) {
   if (e.seq >= stop_seq_) {
     if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
     return;  // past the snapshot
+  }
+  p_->next_seq = e.seq + 1;  // events come in sequence order
+  // reset_peak: the peak starts again from what is in use now.
+  if (options_.peak_since_seq && !window_open_ && e.seq >= options_.peak_since_seq) {
+    window_open_ = true;
+    window_peak_ = WindowBytes();
+  }
+  if (e.kind == EventKind::kMarker && !options_.peak_since_marker.empty() &&
+      p_->StringOf(e.address) == options_.peak_since_marker) {
+    window_peak_ = WindowBytes();
+    p_->peak_since_marker_seq = e.seq;
   }
   ++p_->totals.events;
   if (thread_filter_.active()) {
@@ -399,6 +429,11 @@ void Replayer::Finish() {
   std::copy(custom_heaps_.anomaly_counts(), custom_heaps_.anomaly_counts() + Anomaly::kKinds,
             p_->anomaly_counts);
   if (options_.address_map) MapAddressSpace();
+  if (options_.blocks) ListBlocks();
+  // A window that starts after the last event replayed holds what is in use at the end.
+  p_->peak_since_bytes = options_.peak_since_seq && !window_open_
+                            ? WindowBytes()
+                            : std::max(window_peak_, WindowBytes());
   p_->snapshot = spec_;
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
   p_->stacks.reserve(states_.size());
