@@ -200,7 +200,7 @@ bool IndexServes(const ReplayOptions& options) {
   return !IndexTurnedOff() && options.thread == 0 && options.heap.empty() && options.checkpoint_seconds.empty() &&
          options.checkpoint_seqs.empty() && !options.stack_size_histograms &&
          options.peak_since_marker.empty() && options.peak_since_seq == 0 &&
-         options.peak_leaves_out_file.empty();
+         options.leave_out_python_file.empty();
 }
 
 // The whole capture, from the end of its index when it has one (memlens run writes it while

@@ -399,9 +399,9 @@ TEST(Replay, BlocksAndPeakSinceMarker) {
   std::remove(path.c_str());
 }
 
-
-// ReplayOptions::peak_leaves_out_file: the blocks of stacks with a Python frame of that file
-// (a tool's own passing memory) are not part of peak_since_bytes; every other figure keeps them.
+// ReplayOptions::leave_out_python_file: the blocks of stacks with a Python frame of that file
+// (a tool's own memory) are not part of peak_since_bytes nor listed in blocks; the totals keep
+// them.
 TEST(Replay, PeakLeavesOutAFilesBlocks) {
   CaptureBuilder b;
   format::RecordEncoder& enc = b.encoder();
@@ -414,15 +414,21 @@ TEST(Replay, PeakLeavesOutAFilesBlocks) {
   b.Add(EventKind::kMalloc, 0x2000, 90000, 7);       // the tool's, for a moment
   b.Add(EventKind::kFree, 0x2000);
   b.Add(EventKind::kPyObjAlloc, 0x3000, 700, 5);
+  b.Add(EventKind::kMalloc, 0x4000, 33, 7);          // the tool's, kept
   std::string path = Save(b.File(true));
   Profile p;
   std::string error;
   ReplayOptions options;
-  options.peak_leaves_out_file = "/tool/own.py";
+  options.leave_out_python_file = "/tool/own.py";
+  options.blocks = true;
   ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
   std::remove(path.c_str());
   EXPECT_EQ(p.peak_since_bytes, 1200u);
   EXPECT_EQ(p.totals.peak_bytes, 90500u);
+  EXPECT_EQ(p.totals.in_use_bytes, 1233u);
+  ASSERT_EQ(p.blocks.size(), 2u);  // not the tool's
+  EXPECT_EQ(p.blocks[0].address, 0x1000u);
+  EXPECT_EQ(p.blocks[1].address, 0x3000u);
 }
 
 }  // namespace

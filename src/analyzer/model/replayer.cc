@@ -180,7 +180,7 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
     uint64_t heap = live_bytes_ - mapping_live_bytes_;
     p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
   }
-  if (!options_.peak_leaves_out_file.empty() && LeftOut(stack)) left_out_bytes_ += w.bytes;
+  if (!options_.leave_out_python_file.empty() && LeftOut(stack)) left_out_bytes_ += w.bytes;
   window_peak_ = std::max(window_peak_, WindowBytes());
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
@@ -203,7 +203,7 @@ void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
   }
   live_bytes_ -= w.bytes;
   live_blocks_ -= w.count;
-  if (!options_.peak_leaves_out_file.empty() && LeftOut(stack)) left_out_bytes_ -= w.bytes;
+  if (!options_.leave_out_python_file.empty() && LeftOut(stack)) left_out_bytes_ -= w.bytes;
 }
 
 bool Replayer::LeftOut(uint64_t stack) {
@@ -215,7 +215,7 @@ bool Replayer::LeftOut(uint64_t stack) {
       uint64_t ip = p_->nodes[node].ip;
       if (!format::IsPythonFrameIp(ip)) continue;
       auto code = p_->python_codes.find(format::PythonFrameCode(ip));
-      found = code != p_->python_codes.end() && code->second.filename == options_.peak_leaves_out_file;
+      found = code != p_->python_codes.end() && code->second.filename == options_.leave_out_python_file;
     }
     left_out_[stack] = found ? 1 : 2;
   }
