@@ -174,7 +174,7 @@ struct Profile {
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
   std::vector<LiveBlockRow> blocks;        // as ReplayOptions asked, by address
-  uint64_t peak_since_bytes = 0;  // as ReplayOptions asked (peak_since_marker, peak_since_seq)
+  uint64_t peak_since_bytes = 0;       // as ReplayOptions asked (peak_since_marker, peak_since_seq)
   uint64_t peak_since_marker_seq = 0;  // the marker it counts from; 0: the capture's start
   // The sequence number after the last event replayed (0 when none was: a view of a whole
   // capture served from the end of its snapshot index): where a later peak_since_seq starts.

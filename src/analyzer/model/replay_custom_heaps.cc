@@ -155,7 +155,8 @@ void Replayer::ListBlocks() {
   };
   if (options_.heap.empty()) {
     heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
-      if (kept(b.stack)) rows.push_back({a, b.size, b.stack, b.python ? Row::kPython : Row::kNative});
+      if (kept(b.stack))
+        rows.push_back({a, b.size, b.stack, b.python ? Row::kPython : Row::kNative});
     });
     for (const auto& [start, region] : mappings_) {
       if (region.counted && kept(region.stack)) {
@@ -166,7 +167,8 @@ void Replayer::ListBlocks() {
   custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
     if (selected_heaps_.count(heap)) rows.push_back({a, b.size, b.stack, Row::kCustomHeap});
   });
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.address < b.address; });
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.address < b.address; });
 }
 
 }  // namespace memlens::analyzer

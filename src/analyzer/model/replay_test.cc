@@ -342,7 +342,6 @@ TEST(Replay, SizesPastTheLastBucketLandInIt) {
   EXPECT_EQ(SizeBucketOf(4096), 12);
 }
 
-
 // ReplayOptions::blocks lists the live set block by block, by address, with each block's domain;
 // peak_since_marker restarts the peak at the last marker of that name.
 TEST(Replay, BlocksAndPeakSinceMarker) {
@@ -352,10 +351,10 @@ TEST(Replay, BlocksAndPeakSinceMarker) {
   b.Add(EventKind::kFree, 0x300000);
   b.Add(EventKind::kPyObjAlloc, 0x200000, 64, 2);  // kept: Python's allocator
   b.Add(EventKind::kMarker, 7);
-  b.Add(EventKind::kMalloc, 0x100000, 3000, 3);    // kept
-  b.Add(EventKind::kMalloc, 0x400000, 20000, 3);   // the peak since the marker
+  b.Add(EventKind::kMalloc, 0x100000, 3000, 3);   // kept
+  b.Add(EventKind::kMalloc, 0x400000, 20000, 3);  // the peak since the marker
   b.Add(EventKind::kFree, 0x400000);
-  b.Add(EventKind::kMmap, 0x500000, 8192, 4);      // kept: a mapping
+  b.Add(EventKind::kMmap, 0x500000, 8192, 4);  // kept: a mapping
   std::string path = Save(b.File(true));
   Profile p;
   std::string error;
@@ -389,7 +388,8 @@ TEST(Replay, BlocksAndPeakSinceMarker) {
   // counts), or after the last event (what is in use at the end).
   for (auto [seq, peak] : {std::pair<uint64_t, uint64_t>{5, 64 + 3000 + 20000},
                            {6, 64 + 3000 + 20000},
-                           {7, 64 + 3000 + 8192}, {100, 64 + 3000 + 8192}}) {
+                           {7, 64 + 3000 + 8192},
+                           {100, 64 + 3000 + 8192}}) {
     Profile since;
     options.peak_since_marker.clear();
     options.peak_since_seq = seq;
@@ -414,7 +414,7 @@ TEST(Replay, PeakLeavesOutAFilesBlocks) {
   b.Add(EventKind::kMalloc, 0x2000, 90000, 7);       // the tool's, for a moment
   b.Add(EventKind::kFree, 0x2000);
   b.Add(EventKind::kPyObjAlloc, 0x3000, 700, 5);
-  b.Add(EventKind::kMalloc, 0x4000, 33, 7);          // the tool's, kept
+  b.Add(EventKind::kMalloc, 0x4000, 33, 7);  // the tool's, kept
   std::string path = Save(b.File(true));
   Profile p;
   std::string error;

@@ -119,8 +119,9 @@ def _trace_the_child():
     """After fork(), in the child: the parent's span is not the child's (memlens records a span
     in the process that started it), so a traced child starts a span of its own. Its traces
     begin at the fork: the blocks it inherited are not in them."""
-    global _tracker, _lock
+    global _tracker, _lock, _directory
     _lock = threading.RLock()  # another thread may have held it at the fork
+    _directory = None  # the parent's: removed by the parent, never by the child's exit
     if _tracker is not None:
         _tracker = None
         try:
