@@ -1,7 +1,7 @@
 // src/cli/cmd_blocks.cc
 //
 // `memlens blocks FILE[@SNAPSHOT] [--python-frames] [--totals] [--containing ADDRESS]
-// [--peak-since-marker NAME | --peak-since-seq N] [--peak-leaves-out PYFILE]`:
+// [--peak-since-marker NAME | --peak-since-seq N] [--leave-out-python-file PYFILE]`:
 // every block in use at the snapshot, by address, with its size, domain (python, native,
 // mapping, custom_heap) and call stack; the totals by domain; the peak (and the peak since the
 // last marker NAME, for the tracemalloc API's reset_peak). What is shown is computed in
@@ -27,7 +27,7 @@ struct BlocksOptions {
   bool totals = false;
   std::string peak_since_marker;
   uint64_t peak_since_seq = 0;
-  std::string peak_leaves_out;
+  std::string leave_out_python_file;
   uint64_t containing = 0;
 };
 
@@ -50,9 +50,9 @@ int Blocks(const BlocksOptions& o) {
   replay.blocks = true;
   replay.peak_since_marker = o.peak_since_marker;
   replay.peak_since_seq = o.peak_since_seq;
-  replay.peak_leaves_out_file = o.peak_leaves_out;
+  replay.leave_out_python_file = o.leave_out_python_file;
   const bool peak_since =
-      !o.peak_since_marker.empty() || o.peak_since_seq || !o.peak_leaves_out.empty();
+      !o.peak_since_marker.empty() || o.peak_since_seq || !o.leave_out_python_file.empty();
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);
@@ -163,9 +163,9 @@ CommandRunner AddBlocksCommand(CLI::App* cmd) {
                   "also the peak of the bytes in use from just before the event of this sequence\n"
                   "number (a next_seq of an earlier answer: tracemalloc's reset_peak)")
       ->excludes("--peak-since-marker");
-  cmd->add_option("--peak-leaves-out", o->peak_leaves_out,
-                  "the peak since (from the start without the options above) leaves out the\n"
-                  "blocks allocated with a frame of this Python file (a tool's own memory)");
+  cmd->add_option("--leave-out-python-file", o->leave_out_python_file,
+                  "leave out of everything the blocks allocated with a frame of this Python file\n"
+                  "in their stack (a tool's own memory); unlike --exclude, nothing is symbolized");
   cmd->add_option("--containing", o->containing,
                   "list only the block holding this address (decimal or 0x hex)");
   return [o] { return Blocks(*o); };

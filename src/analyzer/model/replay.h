@@ -102,9 +102,10 @@ struct ReplayOptions {
   std::string peak_since_marker;
   uint64_t peak_since_seq = 0;  // 0: none
   // Blocks allocated with a Python frame of this file (a code object's co_filename) in their
-  // stack are left out of peak_since_bytes: a tool's own passing memory (memlens.tracemalloc's,
-  // reading the analyzer's answers) is not the program's peak.
-  std::string peak_leaves_out_file;
+  // stack are left out of Profile::blocks and peak_since_bytes: a tool's own memory
+  // (memlens.tracemalloc's, reading the analyzer's answers) is not the program's. Worked out
+  // from the stack nodes, nothing symbolized (an --exclude pattern symbolizes every stack).
+  std::string leave_out_python_file;
 };
 
 // One block in use at the snapshot (ReplayOptions::blocks): a heap block (Python's allocator or
@@ -173,7 +174,7 @@ struct Profile {
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
   std::vector<LiveBlockRow> blocks;        // as ReplayOptions asked, by address
-  uint64_t peak_since_bytes = 0;  // as ReplayOptions asked (peak_since_marker, peak_since_seq)
+  uint64_t peak_since_bytes = 0;       // as ReplayOptions asked (peak_since_marker, peak_since_seq)
   uint64_t peak_since_marker_seq = 0;  // the marker it counts from; 0: the capture's start
   // The sequence number after the last event replayed (0 when none was: a view of a whole
   // capture served from the end of its snapshot index): where a later peak_since_seq starts.

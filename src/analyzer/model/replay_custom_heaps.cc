@@ -150,18 +150,25 @@ void Replayer::ListBlocks() {
   using Row = LiveBlockRow;
   std::vector<Row>& rows = p_->blocks;
   rows.reserve(heap_.size() + mappings_.size());
+  auto kept = [this](uint64_t stack) {
+    return options_.leave_out_python_file.empty() || !LeftOut(stack);
+  };
   if (options_.heap.empty()) {
     heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
-      rows.push_back({a, b.size, b.stack, b.python ? Row::kPython : Row::kNative});
+      if (kept(b.stack))
+        rows.push_back({a, b.size, b.stack, b.python ? Row::kPython : Row::kNative});
     });
     for (const auto& [start, region] : mappings_) {
-      if (region.counted) rows.push_back({start, region.end - start, region.stack, Row::kMapping});
+      if (region.counted && kept(region.stack)) {
+        rows.push_back({start, region.end - start, region.stack, Row::kMapping});
+      }
     }
   }
   custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
     if (selected_heaps_.count(heap)) rows.push_back({a, b.size, b.stack, Row::kCustomHeap});
   });
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.address < b.address; });
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.address < b.address; });
 }
 
 }  // namespace memlens::analyzer

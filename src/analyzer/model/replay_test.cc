@@ -342,7 +342,6 @@ TEST(Replay, SizesPastTheLastBucketLandInIt) {
   EXPECT_EQ(SizeBucketOf(4096), 12);
 }
 
-
 // ReplayOptions::blocks lists the live set block by block, by address, with each block's domain;
 // peak_since_marker restarts the peak at the last marker of that name.
 TEST(Replay, BlocksAndPeakSinceMarker) {
@@ -352,10 +351,10 @@ TEST(Replay, BlocksAndPeakSinceMarker) {
   b.Add(EventKind::kFree, 0x300000);
   b.Add(EventKind::kPyObjAlloc, 0x200000, 64, 2);  // kept: Python's allocator
   b.Add(EventKind::kMarker, 7);
-  b.Add(EventKind::kMalloc, 0x100000, 3000, 3);    // kept
-  b.Add(EventKind::kMalloc, 0x400000, 20000, 3);   // the peak since the marker
+  b.Add(EventKind::kMalloc, 0x100000, 3000, 3);   // kept
+  b.Add(EventKind::kMalloc, 0x400000, 20000, 3);  // the peak since the marker
   b.Add(EventKind::kFree, 0x400000);
-  b.Add(EventKind::kMmap, 0x500000, 8192, 4);      // kept: a mapping
+  b.Add(EventKind::kMmap, 0x500000, 8192, 4);  // kept: a mapping
   std::string path = Save(b.File(true));
   Profile p;
   std::string error;
@@ -389,7 +388,8 @@ TEST(Replay, BlocksAndPeakSinceMarker) {
   // counts), or after the last event (what is in use at the end).
   for (auto [seq, peak] : {std::pair<uint64_t, uint64_t>{5, 64 + 3000 + 20000},
                            {6, 64 + 3000 + 20000},
-                           {7, 64 + 3000 + 8192}, {100, 64 + 3000 + 8192}}) {
+                           {7, 64 + 3000 + 8192},
+                           {100, 64 + 3000 + 8192}}) {
     Profile since;
     options.peak_since_marker.clear();
     options.peak_since_seq = seq;
@@ -399,9 +399,9 @@ TEST(Replay, BlocksAndPeakSinceMarker) {
   std::remove(path.c_str());
 }
 
-
-// ReplayOptions::peak_leaves_out_file: the blocks of stacks with a Python frame of that file
-// (a tool's own passing memory) are not part of peak_since_bytes; every other figure keeps them.
+// ReplayOptions::leave_out_python_file: the blocks of stacks with a Python frame of that file
+// (a tool's own memory) are not part of peak_since_bytes nor listed in blocks; the totals keep
+// them.
 TEST(Replay, PeakLeavesOutAFilesBlocks) {
   CaptureBuilder b;
   format::RecordEncoder& enc = b.encoder();
@@ -414,15 +414,21 @@ TEST(Replay, PeakLeavesOutAFilesBlocks) {
   b.Add(EventKind::kMalloc, 0x2000, 90000, 7);       // the tool's, for a moment
   b.Add(EventKind::kFree, 0x2000);
   b.Add(EventKind::kPyObjAlloc, 0x3000, 700, 5);
+  b.Add(EventKind::kMalloc, 0x4000, 33, 7);  // the tool's, kept
   std::string path = Save(b.File(true));
   Profile p;
   std::string error;
   ReplayOptions options;
-  options.peak_leaves_out_file = "/tool/own.py";
+  options.leave_out_python_file = "/tool/own.py";
+  options.blocks = true;
   ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
   std::remove(path.c_str());
   EXPECT_EQ(p.peak_since_bytes, 1200u);
   EXPECT_EQ(p.totals.peak_bytes, 90500u);
+  EXPECT_EQ(p.totals.in_use_bytes, 1233u);
+  ASSERT_EQ(p.blocks.size(), 2u);  // not the tool's
+  EXPECT_EQ(p.blocks[0].address, 0x1000u);
+  EXPECT_EQ(p.blocks[1].address, 0x3000u);
 }
 
 }  // namespace

@@ -180,7 +180,7 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
     uint64_t heap = live_bytes_ - mapping_live_bytes_;
     p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
   }
-  if (!options_.peak_leaves_out_file.empty() && LeftOut(stack)) left_out_bytes_ += w.bytes;
+  if (!options_.leave_out_python_file.empty() && LeftOut(stack)) left_out_bytes_ += w.bytes;
   window_peak_ = std::max(window_peak_, WindowBytes());
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
@@ -203,11 +203,12 @@ void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
   }
   live_bytes_ -= w.bytes;
   live_blocks_ -= w.count;
-  if (!options_.peak_leaves_out_file.empty() && LeftOut(stack)) left_out_bytes_ -= w.bytes;
+  if (!options_.leave_out_python_file.empty() && LeftOut(stack)) left_out_bytes_ -= w.bytes;
 }
 
 bool Replayer::LeftOut(uint64_t stack) {
-  if (stack >= left_out_.size()) left_out_.resize(std::max<size_t>(stack + 1, left_out_.size() * 2));
+  if (stack >= left_out_.size())
+    left_out_.resize(std::max<size_t>(stack + 1, left_out_.size() * 2));
   if (left_out_[stack] == 0) {
     bool found = false;
     for (uint64_t node = stack; node && node < p_->nodes.size() && !found;
@@ -215,7 +216,8 @@ bool Replayer::LeftOut(uint64_t stack) {
       uint64_t ip = p_->nodes[node].ip;
       if (!format::IsPythonFrameIp(ip)) continue;
       auto code = p_->python_codes.find(format::PythonFrameCode(ip));
-      found = code != p_->python_codes.end() && code->second.filename == options_.peak_leaves_out_file;
+      found =
+          code != p_->python_codes.end() && code->second.filename == options_.leave_out_python_file;
     }
     left_out_[stack] = found ? 1 : 2;
   }
@@ -432,8 +434,8 @@ void Replayer::Finish() {
   if (options_.blocks) ListBlocks();
   // A window that starts after the last event replayed holds what is in use at the end.
   p_->peak_since_bytes = options_.peak_since_seq && !window_open_
-                            ? WindowBytes()
-                            : std::max(window_peak_, WindowBytes());
+                             ? WindowBytes()
+                             : std::max(window_peak_, WindowBytes());
   p_->snapshot = spec_;
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
   p_->stacks.reserve(states_.size());

@@ -173,8 +173,8 @@ class Replayer : public format::RecordVisitor {
   uint64_t reserved_bytes_ = 0;      // PROT_NONE pieces of mappings_
   uint64_t peak_epoch_ = 1;
   // The peak since ReplayOptions::peak_since_* of live_bytes_ less left_out_bytes_, the bytes
-  // of the stacks ReplayOptions::peak_leaves_out_file names (LeftOut, by stack id: 0 not
-  // worked out yet, 1 left out, 2 counted).
+  // of the stacks ReplayOptions::leave_out_python_file names (LeftOut, by stack id: 0 not
+  // worked out yet, 1 left out, 2 counted), which ListBlocks leaves out too.
   uint64_t window_peak_ = 0;
   bool window_open_ = false;  // ReplayOptions::peak_since_seq was reached
   uint64_t left_out_bytes_ = 0;

@@ -37,8 +37,8 @@ BlocksView BuildBlocks(const Profile& p, StackResolver* resolver, const BlocksQu
     view.blocks.push_back(b);
     if (view.stacks.count(b.stack)) continue;
     view.stack_ids.push_back(b.stack);
-    view.stacks[b.stack] = query.python_frames_only ? PythonFrames(p, resolver, b.stack)
-                                                    : resolver->Frames(b.stack);
+    view.stacks[b.stack] =
+        query.python_frames_only ? PythonFrames(p, resolver, b.stack) : resolver->Frames(b.stack);
   }
   return view;
 }

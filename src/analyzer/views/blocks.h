@@ -35,10 +35,10 @@ struct BlockTotals {
 };
 
 struct BlocksView {
-  std::vector<LiveBlockRow> blocks;   // by address; empty unless BlocksQuery::list_blocks
-  BlockTotals total;                  // of every block the filters keep
+  std::vector<LiveBlockRow> blocks;  // by address; empty unless BlocksQuery::list_blocks
+  BlockTotals total;                 // of every block the filters keep
   BlockTotals by_domain[LiveBlockRow::kCustomHeap + 1];  // by LiveBlockRow::Domain
-  std::vector<uint64_t> stack_ids;    // of the listed blocks, each once, in the order first met
+  std::vector<uint64_t> stack_ids;  // of the listed blocks, each once, in the order first met
   std::unordered_map<uint64_t, Stack> stacks;  // their frames, innermost first
 };
 
