@@ -452,3 +452,32 @@ def test_c_program_records_two_spans_with_the_agent_dlopened(tmp_path):
         line_of("span_api.c", "second_span"): 20002}
     for capture in (one, two):
         assert analyze(capture, "summary")["capture"]["end_reason"] == "stopped"
+
+
+def test_markers_snapshots_and_heaps_reach_the_span(python, tmp_path):
+    """memlens.marker/snapshot/Heap go into the span's capture (api.py is bound to the agent the
+    span loaded), and are no-ops while nothing records."""
+    script = Script(tmp_path, """
+        import memlens
+        kept = more = heap = path = None
+        memlens.marker("before")                   # nothing records yet: a no-op
+        memlens.start("span.mlens")
+        kept = bytearray(1_000_003)                # @kept
+        memlens.marker("loaded")
+        heap = memlens.Heap("pool")
+        heap.alloc(0x1000, 4096)
+        memlens.snapshot("pooled")
+        more = bytearray(2_000_005)                # @more
+        path = memlens.stop()
+        print(path)
+        """)
+    path = script.run(python).stdout.strip()
+    at_marker = rows_by_line(path + "@marker:loaded", "/span_program.py")
+    assert at_marker[script.line("kept")]["leaked_bytes"] == python.size_of("bytearray(1_000_003)")
+    assert script.line("more") not in at_marker
+    at_snapshot = rows_by_line(path + "@snapshot:pooled", "/span_program.py")
+    assert script.line("kept") in at_snapshot and script.line("more") not in at_snapshot
+    pool = analyze(path, "summary", "--heap", "pool")
+    assert pool["totals"]["in_use_at_exit_bytes"] == 4096, pool["totals"]
+    refused = memlens("summary", path + "@marker:before")
+    assert refused.returncode != 0 and "before" in refused.stderr

@@ -9,9 +9,11 @@
 
 Under `memlens run` (or `python3 -m memlens run`) the calls reach the agent's C functions
 (include/memlens/memlens.h) through ctypes, with the GIL held, so each event carries the Python
-lines that made it. Otherwise, decided once at import, every call is a no-op that returns at
-once. Addresses and sizes are whatever the program's heap hands out: real addresses, offsets into
-a buffer, or id(obj) for a pool of objects. Names are copied by the agent. Thread-safe.
+lines that made it. Inside a span (memlens.Tracker, tracker.py) they reach the agent the span
+loaded, and go into the span's capture. Otherwise every call is a no-op that returns at once. A
+Heap belongs to the span it was created in (created while nothing records, it is a no-op).
+Addresses and sizes are whatever the program's heap hands out: real addresses, offsets into a
+buffer, or id(obj) for a pool of objects. Names are copied by the agent. Thread-safe.
 """
 import contextlib
 import ctypes
@@ -19,35 +21,51 @@ import ctypes
 __all__ = ["Heap", "marker", "snapshot", "region", "is_recording"]
 
 
-def _agent():
-    """The agent's functions when it is loaded and records this process, else None."""
-    try:
-        lib = ctypes.PyDLL(None)  # PyDLL: the GIL stays held, so Python frames are read
-        recording = lib.memlens_is_recording
-    except (OSError, AttributeError):
-        return None
-    recording.restype = ctypes.c_int
-    if not recording():
-        return None
-    ptr, size, name = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
-    signatures = {
-        "memlens_heap_create": ([name], ptr),
-        "memlens_heap_alloc": ([ptr, ptr, size], None),
-        "memlens_heap_alloc_typed": ([ptr, ptr, size, name], None),
-        "memlens_heap_free": ([ptr, ptr], None),
-        "memlens_heap_realloc": ([ptr, ptr, ptr, size], None),
-        "memlens_heap_reset": ([ptr], None),
-        "memlens_heap_destroy": ([ptr], None),
-        "memlens_add_marker": ([name, name], None),
-        "memlens_take_snapshot": ([name], None),
-    }
-    for function, (argtypes, restype) in signatures.items():
+# Argument types as tuples, which ctypes keeps as they are: a list would be turned into a new
+# tuple, taken for good from the interpreter's free list (a free-threaded build's next call in
+# a span would then allocate its argument tuple anew, on the program's line).
+_SIGNATURES = {
+    "memlens_heap_create": ((ctypes.c_char_p,), ctypes.c_void_p),
+    "memlens_heap_alloc": ((ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t), None),
+    "memlens_heap_alloc_typed": ((ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_char_p), None),
+    "memlens_heap_free": ((ctypes.c_void_p, ctypes.c_void_p), None),
+    "memlens_heap_realloc": ((ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_size_t), None),
+    "memlens_heap_reset": ((ctypes.c_void_p,), None),
+    "memlens_heap_destroy": ((ctypes.c_void_p,), None),
+    "memlens_add_marker": ((ctypes.c_char_p, ctypes.c_char_p), None),
+    "memlens_take_snapshot": ((ctypes.c_char_p,), None),
+    "memlens_is_recording": ((), ctypes.c_int),
+}
+_lib = None  # the agent's functions, once there is an agent to call
+
+
+def bind(lib):
+    """From now on the calls go to `lib`, the agent's functions (a ctypes.PyDLL: the GIL stays
+    held, so Python frames are read): at import when `memlens run` records this process, or
+    when the first span loads the agent (tracker.py). The functions are looked up and typed
+    here, before anything records, so a call inside a span allocates nothing of ours."""
+    global _lib
+    for function, (argtypes, restype) in _SIGNATURES.items():
         getattr(lib, function).argtypes = argtypes
         getattr(lib, function).restype = restype
-    return lib
+    _lib = lib
 
 
-_lib = _agent()
+def _bind_recording_agent():
+    """Binds the preloaded agent when it records this process (`memlens run`)."""
+    try:
+        lib = ctypes.PyDLL(None)
+        recording = lib.memlens_is_recording
+    except (OSError, AttributeError):
+        return
+    recording.restype = ctypes.c_int
+    if recording():
+        bind(lib)
+
+
+_bind_recording_agent()
 _names = {}  # str -> bytes, encoded once per name
 
 
@@ -61,23 +79,21 @@ def _name(text):
 
 
 def is_recording():
-    """True when this process is being recorded by memlens."""
-    return _lib is not None
+    """True when this process is being recorded by memlens now (`memlens run`, or a span)."""
+    return _lib is not None and bool(_lib.memlens_is_recording())
 
 
-if _lib is None:
-    def marker(name, category=None):
-        """A marker on the timeline (a no-op: this process is not being recorded)."""
-
-    def snapshot(name):
-        """A snapshot request (a no-op: this process is not being recorded)."""
-else:
-    def marker(name, category=None):
-        """A marker on the timeline, named, with an optional category."""
+def marker(name, category=None):
+    """A marker on the timeline, named, with an optional category (a no-op when nothing
+    records this process)."""
+    if _lib is not None:
         _lib.memlens_add_marker(_name(name), _name(category))
 
-    def snapshot(name):
-        """Asks for a snapshot of what is in use now: CAPTURE@snapshot:NAME."""
+
+def snapshot(name):
+    """Asks for a snapshot of what is in use now: CAPTURE@snapshot:NAME (a no-op when nothing
+    records this process)."""
+    if _lib is not None:
         _lib.memlens_take_snapshot(_name(name))
 
 

@@ -22,6 +22,8 @@ import os
 import pathlib
 import threading
 
+from memlens import api
+
 __all__ = ["Tracker", "start", "stop"]
 
 _lock = threading.Lock()
@@ -67,8 +69,20 @@ def _load_agent():
             lib.memlens_flush.argtypes = []
             lib.memlens_flush.restype = None
             lib.memlens_is_recording.restype = ctypes.c_int
+            api.bind(lib)  # markers, snapshots and heaps go into the spans too
+            _refill_tuple_free_lists()
             _agent = lib
         return _agent
+
+
+def _refill_tuple_free_lists():
+    """Typing the agent's functions keeps small tuples for good (ctypes' argument converters),
+    taken from the interpreter's free lists of tuples. A free-threaded build's lists are per
+    thread and may be short then: the program's first call in the span would allocate its
+    argument tuple anew, a block of ours on the program's line. Tuples made and dropped here go
+    back to those lists."""
+    spare = [tuple(range(size)) for size in range(1, 6) for _ in range(16)]
+    del spare
 
 
 def _program_name():
