@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import venv
 
 import pytest
@@ -68,3 +69,33 @@ def test_installed_package_records_python_lines(installed, tmp_path):
               r["site"]["function"] == "remember"]
     assert len(growth) == 1 and growth[0]["site"]["python"]
     assert growth[0]["leaked_bytes"] == 10_000 * item_size + list_items
+
+
+def test_installed_package_records_a_span_and_offers_the_pytest_plugin(installed, tmp_path):
+    """The wheel's agent (memlens/lib) is the one a Tracker loads, with no memlens run and no
+    build tree; the pytest plugin is registered where pytest looks for it."""
+    script = tmp_path / "span.py"
+    script.write_text(textwrap.dedent("""\
+        import importlib.metadata, tracemalloc, memlens
+        def make():
+            return bytearray(1_000_003)   # line 3
+        tracemalloc.start()
+        expected = make()
+        size = sum(s.size for s in tracemalloc.take_snapshot().statistics("lineno")
+                   if s.traceback[0].lineno == 3)
+        tracemalloc.stop()
+        with memlens.Tracker("span.mlens") as tracker:
+            kept = make()
+        plugins = [e.value for e in importlib.metadata.entry_points(group="pytest11")]
+        print(size, tracker.path, plugins)
+        """))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MEMLENS_BUILD_DIR", "MEMLENS_AGENT", "PYTHONPATH", "LD_PRELOAD")}
+    proc = subprocess.run([str(installed / "bin" / "python"), str(script)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    size, path, plugins = proc.stdout.split(" ", 2)
+    assert "memlens.pytest_plugin" in plugins
+    rows = Recorded(proc, path).analyze("top", "--by", "line")["rows"]
+    made = [r for r in rows if r["site"]["file"].endswith("span.py") and r["site"]["line"] == 3]
+    assert len(made) == 1 and made[0]["leaked_bytes"] == int(size)
