@@ -185,6 +185,29 @@ bool NamedInPreload() {
   return false;
 }
 
+// Opens the capture at `path` for the writer: appended to when try_append and it exists (the
+// image an exec brought), else created anew. Private, and never through a symbolic link
+// (base/private_file.h). Returns its owned slot (owned_fds.h: at a high number, out of the
+// program's way; -1 when none is free), or sets *error.
+int OpenCapture(const std::string& path, bool try_append, bool* appended, std::string* error) {
+  int fd = try_append ? OpenPrivateFile(path.c_str(), O_APPEND) : -1;
+  *appended = fd >= 0;
+  if (!*appended) fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
+  if (fd < 0) {
+    const char* why = PrivateFileError(errno);
+    *error = "cannot write the capture '" + path + "': " + (why ? why : strerror(errno));
+    return -1;
+  }
+  // While this lock is held (until the writer closes the file, or the process dies), `summary`
+  // says "still recording" rather than "killed". An exec'd image takes it again.
+  flock(fd, LOCK_EX | LOCK_NB);
+  struct stat st;
+  if (!*appended && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    unlink((path + ".index").c_str());  // a new capture: the index beside it was the old one's
+  }
+  return OwnFd(fd);
+}
+
 void Start() {
   InitializeOnce();
   if (g_bad_setting) {
@@ -198,27 +221,15 @@ void Start() {
   format::ProcessRecord process = DescribeProcess();
   g_pid = static_cast<pid_t>(process.pid);
   std::string path = ExpandOutputPath(process);
-  // After an exec the capture goes on in the same file (docs/agent.md, "exec"). Private, and
-  // never through a symbolic link (base/private_file.h).
-  int fd = g_after_exec ? OpenPrivateFile(path.c_str(), O_APPEND) : -1;
-  bool append = fd >= 0;
-  if (!append) fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
-  if (fd < 0) {
-    const char* why = PrivateFileError(errno);
-    Say("cannot write the capture '" + path + "': " + (why ? why : strerror(errno)) +
-        "; not recording");
+  // After an exec the capture goes on in the same file (docs/agent.md, "exec").
+  bool append = false;
+  std::string error;
+  int slot = OpenCapture(path, g_after_exec, &append, &error);
+  if (!error.empty()) {
+    Say(error + "; not recording");
     g_state.store(kStopped);
     return;
   }
-  // While this lock is held (until the writer closes the file, or the process dies), `summary`
-  // says "still recording" rather than "killed". An exec'd image takes it again.
-  flock(fd, LOCK_EX | LOCK_NB);
-  struct stat st;
-  if (!append && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    unlink((path + ".index").c_str());  // a new capture: the index beside it was the old one's
-  }
-  // At a high number, out of the program's way (owned_fds.h).
-  int slot = OwnFd(fd);
   setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
   // The image an exec brings appends to this file, whatever %e would say for it.
   setenv("MEMLENS_OUTPUT", path.c_str(), 1);
@@ -398,15 +409,9 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
   }
   format::ProcessRecord process = DescribeProcess();
   std::string path = ExpandOutputPath(process, pattern);
-  int fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
-  if (fd < 0) {
-    const char* why = PrivateFileError(errno);
-    *error = "cannot write the capture '" + path + "': " + (why ? why : strerror(errno));
-    return false;
-  }
-  flock(fd, LOCK_EX | LOCK_NB);  // "still recording" until the writer closes it (see Start)
-  unlink((path + ".index").c_str());
-  int slot = OwnFd(fd);
+  bool appended = false;
+  int slot = OpenCapture(path, /*try_append=*/false, &appended, error);
+  if (!error->empty()) return false;
   // Native memory: a preloaded agent's interposers are the program's already; otherwise the
   // slots through which every loaded object calls the allocator are pointed at them (got/).
   g_span_patched = options.native && !g_preloaded;
