@@ -197,6 +197,24 @@ def test_leaks_fail_with_the_leaking_line_and_clean_tests_pass(run, pytester):
                                  "limit_leaks of 64.0 KiB (65536 B) each:"])
 
 
+def test_a_project_in_a_folder_named_memlens_has_its_leaks_found(run, pytester):
+    """The tracker's own frames are set apart by its package's folder, not by any folder named
+    memlens: a pattern */memlens/* hid every leak of this suite (and, in CI, of every suite run
+    by an interpreter built under ~/.cache/memlens/)."""
+    folder = pytester.mkdir("memlens")
+    path = folder / "test_kept.py"
+    path.write_text("kept = []\n\n"
+                    "import pytest\n\n"
+                    "@pytest.mark.limit_leaks('64 KB')\n"
+                    "def test_kept():\n"
+                    "    kept.append(bytearray(100_000))  # the leak\n")
+    result = run("-p", "no:cacheprovider", str(path))
+    text = result.stdout.str()
+    assert outcomes(result) == {"failed": 1}, text
+    assert (f"97.7 KiB (100001 B) in 1 block(s) allocated at {path}:{line_in(path, '# the leak')}"
+            f" in test_kept") in text, text
+
+
 def test_the_summary_lists_the_biggest_tests(run, pytester):
     pytester.makepyfile(test_sizes="""
         def test_small():

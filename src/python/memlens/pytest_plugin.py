@@ -45,7 +45,11 @@ RUNTIME_SUPPRESSIONS = (
     "file:*/_py_abc.py",
     "file:*/logging/__init__.py",     # loggers' level caches, handlers' records (caplog)
     "function:_PyObjectStackChunk_New",  # free-threaded gc's per-thread cache of chunks
-    "file:*/memlens/*",               # the tracker itself
+    # The tracker itself: this package's folder as its code objects name it (a pattern such as
+    # */memlens/* hid every stack of a project, or of an interpreter, under a folder of that
+    # name: CI's interpreters are built under ~/.cache/memlens/). fnmatch's special characters
+    # in the path are escaped.
+    "file:" + re.sub(r"([*?[\\])", r"\\\1", os.path.dirname(__file__)) + "/*",
 )
 
 _STACK_FRAMES = 16  # frames of each stack shown in a failure
