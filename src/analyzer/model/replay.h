@@ -24,6 +24,7 @@
 #include "analyzer/model/custom_heaps.h"
 #include "analyzer/model/stats.h"
 #include "analyzer/reader/capture_reader.h"
+#include "format/sampling_model.h"
 #include "format/records.h"
 
 namespace memlens::analyzer {
@@ -144,6 +145,7 @@ struct Profile {
   // A sampled capture's rate (docs/sampling.md), 0 when every allocation was recorded. When
   // set, every byte and block figure is an unbiased estimate scaled up from the samples.
   uint64_t sample_rate = 0;
+  uint64_t sample_exact_from = format::kNoExactThreshold;  // blocks recorded whole from this size
   std::optional<format::EndRecord> end;
   bool still_recording = false;  // no kEnd yet, and the agent still holds the capture
   std::unordered_map<uint64_t, format::ModuleRecord> modules;

@@ -148,7 +148,7 @@ StackState& Replayer::NewState(uint64_t stack) {
 // estimator: unbiased for every sum of blocks). The same size always gives the same weight,
 // so a free takes back exactly what its allocation added.
 Weight Replayer::SampledWeight(uint64_t size) const {
-  double p = -std::expm1(-static_cast<double>(size) / static_cast<double>(p_->sample_rate));
+  double p = format::SamplingModel{p_->sample_rate, p_->sample_exact_from}.RecordProbability(size);
   return {static_cast<uint64_t>(std::llround(static_cast<double>(size) / p)),
           static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};
 }
