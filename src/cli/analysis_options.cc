@@ -139,7 +139,8 @@ std::string EstimateNote(const Profile& p) {
   if (p.sample_rate == 0) return "";
   return "Estimates: heap allocations were sampled (one byte in " +
          analyzer::FormatBytes(p.sample_rate) +
-         " on average); every byte and block figure is scaled up from the samples";
+         " on average); every byte and block figure is scaled up from the samples, "
+         "\u00b1 one standard error (95% interval: \u00b11.96 of it)";
 }
 
 std::string RuntimeNote(const Profile& p) {

@@ -66,6 +66,10 @@ int Blocks(const BlocksOptions& o) {
     json.Field("in_use_bytes", view.total.bytes);
     json.Field("in_use_blocks", view.total.blocks);
     json.Field("peak_bytes", p.totals.peak_bytes);
+    WriteError(&json, "peak_bytes", p.totals.peak_bytes_var, false, ErrorScale{p.sample_rate});
+    // A sampled capture lists the recorded blocks only, at their real sizes: in_use_* above
+    // are their sums, not estimates (summary's in_use_at_exit_bytes is the estimate).
+    if (p.sample_rate) json.Field("recorded_blocks_only", true);
     json.Field("next_seq", p.next_seq);
     if (peak_since) {
       json.Key("peak_since");
@@ -108,6 +112,11 @@ int Blocks(const BlocksOptions& o) {
   } else {
     PrintEstimateNote(p);
     PrintProgramEndNote(p);
+    if (p.sample_rate) {
+      std::cout << "Recorded blocks only: the capture was sampled, so these are the sampled "
+                   "blocks at their real sizes and the first figure below is their sum, not an "
+                   "estimate (summary shows the estimate)\n";
+    }
     std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(view.total.bytes)
               << " in " << FormatCounted(view.total.blocks, "block");
     const char* sep = " (";
@@ -116,7 +125,9 @@ int Blocks(const BlocksOptions& o) {
       std::cout << sep << BlockDomainName(d) << " " << FormatBytes(view.by_domain[d].bytes);
       sep = ", ";
     }
-    std::cout << (*sep == ',' ? ")" : "") << "; peak " << FormatBytes(p.totals.peak_bytes);
+    std::cout << (*sep == ',' ? ")" : "") << "; peak "
+              << FormatBytesEstimate(p.totals.peak_bytes, p.totals.peak_bytes_var,
+                                     ErrorScale{p.sample_rate});
     if (o.peak_since_seq) {
       std::cout << ", since event " << o.peak_since_seq << " " << FormatBytes(p.peak_since_bytes);
     } else if (!o.peak_since_marker.empty()) {

@@ -4,6 +4,7 @@
 // memory in use between two snapshots, of one capture (FILE@t=1s FILE@t=5s) or of two
 // (before and after a code change). Rows are grouped like `top`, sorted by growth; sites only
 // in AFTER are "new", sites only in BEFORE "gone".
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -31,6 +32,28 @@ std::string SignedBytes(int64_t v) {
   return (v > 0 ? "+" : v < 0 ? "-" : "") + FormatBytes(static_cast<uint64_t>(v < 0 ? -v : v));
 }
 
+// The standard error of a difference of two independent estimates: sqrt(se1^2 + se2^2), each
+// side with its own capture's rate (docs/sampling.md). Two moments of one capture share their
+// blocks, so there it overstates the error: an upper bound.
+double DifferenceError(double a, double b) { return std::sqrt(a * a + b * b); }
+
+struct DiffErrors {
+  ErrorScale before, after;
+  bool sampled() const { return before.sampled() || after.sampled(); }
+  double Bytes(const StackStats& b, const StackStats& a) const {
+    return DifferenceError(before.Bytes(b.in_use_bytes_var), after.Bytes(a.in_use_bytes_var));
+  }
+  double Blocks(const StackStats& b, const StackStats& a) const {
+    return DifferenceError(before.Blocks(b.in_use_blocks_var), after.Blocks(a.in_use_blocks_var));
+  }
+};
+
+std::string PlusMinus(const std::string& figure, double error, bool sampled, bool bytes) {
+  if (!sampled) return figure;
+  uint64_t e = static_cast<uint64_t>(std::llround(error));
+  return figure + " \u00b1" + (bytes ? FormatBytes(e) : FormatCount(e));
+}
+
 int Diff(const DiffOptions& o) {
   GroupBy group;
   if (!ParseGroupBy(o.by, &group)) return Complain("diff: --by must be function, line, module or stack");
@@ -56,6 +79,9 @@ int Diff(const DiffOptions& o) {
   DiffView view = BuildDiff(before, &before_resolver, after, &after_resolver, group, o.limit);
   int64_t total = view.delta_bytes;
   size_t shown = view.rows.size();
+  const DiffErrors errors{{before.sample_rate}, {after.sample_rate}};
+  const double total_error = DifferenceError(errors.before.Bytes(before.totals.in_use_bytes_var),
+                                             errors.after.Bytes(after.totals.in_use_bytes_var));
   if (o.json) {
     JsonWriter json(std::cout);
     json.BeginObject();
@@ -63,14 +89,17 @@ int Diff(const DiffOptions& o) {
     json.BeginObject();
     WriteCaptureJson(&json, before, before_resolver);
     json.Field("in_use_bytes", before.totals.in_use_bytes);
+    WriteError(&json, "in_use_bytes", before.totals.in_use_bytes_var, false, errors.before);
     json.EndObject();
     json.Key("after");
     json.BeginObject();
     WriteCaptureJson(&json, after, after_resolver);
     json.Field("in_use_bytes", after.totals.in_use_bytes);
+    WriteError(&json, "in_use_bytes", after.totals.in_use_bytes_var, false, errors.after);
     json.EndObject();
     json.Field("group_by", o.by);
     json.Field("delta_bytes", static_cast<int64_t>(total));
+    if (errors.sampled()) json.Field("delta_bytes_error", total_error);
     json.Key("rows");
     json.BeginArray();
     for (size_t i = 0; i < shown; ++i) {
@@ -80,11 +109,17 @@ int Diff(const DiffOptions& o) {
       WriteFrame(&json, r.site);
       json.Field("status", r.Status());
       json.Field("delta_bytes", static_cast<int64_t>(r.Delta()));
+      if (errors.sampled()) json.Field("delta_bytes_error", errors.Bytes(r.before, r.after));
       json.Field("delta_blocks", r.DeltaBlocks());
+      if (errors.sampled()) json.Field("delta_blocks_error", errors.Blocks(r.before, r.after));
       json.Field("before_bytes", r.before.in_use_bytes);
+      WriteError(&json, "before_bytes", r.before.in_use_bytes_var, false, errors.before);
       json.Field("after_bytes", r.after.in_use_bytes);
+      WriteError(&json, "after_bytes", r.after.in_use_bytes_var, false, errors.after);
       json.Field("before_blocks", r.before.in_use_blocks);
+      WriteError(&json, "before_blocks", r.before.in_use_blocks_var, true, errors.before);
       json.Field("after_blocks", r.after.in_use_blocks);
+      WriteError(&json, "after_blocks", r.after.in_use_blocks_var, true, errors.after);
       if (group == GroupBy::kStack) WriteStack(&json, "stack", r.stack);
       json.EndObject();
     }
@@ -96,11 +131,17 @@ int Diff(const DiffOptions& o) {
                 << (before.sample_rate && after.sample_rate ? " and " : "")
                 << (after.sample_rate ? "the second" : "")
                 << " capture sampled heap allocations; their figures are scaled up from the "
-                   "samples\n";
+                   "samples, \u00b1 one standard error (95% interval: \u00b11.96 of it; a change's "
+                   "is sqrt(before^2 + after^2))\n";
     }
-    std::cout << "In use: " << FormatBytes(before.totals.in_use_bytes) << " at "
-              << before.SnapshotLabel() << " -> " << FormatBytes(after.totals.in_use_bytes) << " at "
-              << after.SnapshotLabel() << " (" << SignedBytes(total) << ")\n";
+    std::cout << "In use: "
+              << FormatBytesEstimate(before.totals.in_use_bytes, before.totals.in_use_bytes_var,
+                                     errors.before)
+              << " at " << before.SnapshotLabel() << " -> "
+              << FormatBytesEstimate(after.totals.in_use_bytes, after.totals.in_use_bytes_var,
+                                     errors.after)
+              << " at " << after.SnapshotLabel() << " ("
+              << PlusMinus(SignedBytes(total), total_error, errors.sampled(), true) << ")\n";
     TextTable table;
     for (const char* title : {"CHANGE", "BEFORE", "AFTER", "BLOCKS"}) table.AddColumn(title, TextTable::kRight);
     table.AddColumn("", TextTable::kLeft);
@@ -109,8 +150,14 @@ int Diff(const DiffOptions& o) {
     for (size_t i = 0; i < shown; ++i) {
       const DiffRow& r = view.rows[i];
       int64_t blocks = r.DeltaBlocks();
-      table.AddRow({SignedBytes(r.Delta()), FormatBytes(r.before.in_use_bytes),
-                    FormatBytes(r.after.in_use_bytes), (blocks > 0 ? "+" : "") + std::to_string(blocks),
+      table.AddRow({PlusMinus(SignedBytes(r.Delta()), errors.Bytes(r.before, r.after),
+                              errors.sampled(), true),
+                    FormatBytesEstimate(r.before.in_use_bytes, r.before.in_use_bytes_var,
+                                        errors.before),
+                    FormatBytesEstimate(r.after.in_use_bytes, r.after.in_use_bytes_var,
+                                        errors.after),
+                    PlusMinus((blocks > 0 ? "+" : "") + std::to_string(blocks),
+                              errors.Blocks(r.before, r.after), errors.sampled(), false),
                     r.Status(), SourceLocation(r.site), FunctionName(r.site)});
     }
     table.Print(std::cout);

@@ -23,7 +23,7 @@ struct HistogramOptions {
   size_t sites = 5;
 };
 
-void WriteBucketsJson(JsonWriter* json, const SizeHistogram& h) {
+void WriteBucketsJson(JsonWriter* json, const SizeHistogram& h, ErrorScale errors) {
   json->Key("buckets");
   json->BeginArray();
   for (int b = 0; b < static_cast<int>(h.size()); ++b) {
@@ -33,13 +33,15 @@ void WriteBucketsJson(JsonWriter* json, const SizeHistogram& h) {
     json->Field("min_size", BucketMin(b));
     json->Field("max_size", BucketMax(b));
     json->Field("count", h[b].count);
+    WriteError(json, "count", h[b].count_var, true, errors);
     json->Field("bytes", h[b].bytes);
+    WriteError(json, "bytes", h[b].bytes_var, false, errors);
     json->EndObject();
   }
   json->EndArray();
 }
 
-void PrintBuckets(const SizeHistogram& h) {
+void PrintBuckets(const SizeHistogram& h, ErrorScale errors) {
   int first = -1, last = -1;
   uint64_t most = 0;
   for (int b = 0; b < static_cast<int>(h.size()); ++b) {
@@ -61,7 +63,8 @@ void PrintBuckets(const SizeHistogram& h) {
   for (int b = first; b <= last; ++b) {  // empty buckets inside the range stay, as gaps
     uint64_t bar = h[b].count == 0 ? 0 : std::max<uint64_t>(1, h[b].count * kBarWidth / most);
     table.AddRow({FormatBytes(BucketMin(b)) + " - " + FormatBytes(BucketMax(b)),
-                  FormatCount(h[b].count), FormatBytes(h[b].bytes), std::string(bar, '#')});
+                  FormatCountEstimate(h[b].count, h[b].count_var, errors),
+                  FormatBytesEstimate(h[b].bytes, h[b].bytes_var, errors), std::string(bar, '#')});
   }
   table.Print(std::cout);
 }
@@ -78,9 +81,12 @@ int Histogram(const HistogramOptions& o) {
     JsonWriter json(std::cout);
     json.BeginObject();
     WriteCaptureJson(&json, p, resolver);
+    const ErrorScale errors{p.sample_rate};
     json.Field("allocations", p.totals.allocations);
+    WriteError(&json, "allocations", p.totals.allocations_var, true, errors);
     json.Field("allocated_bytes", p.totals.allocated_bytes);
-    WriteBucketsJson(&json, p.size_histogram);
+    WriteError(&json, "allocated_bytes", p.totals.allocated_bytes_var, false, errors);
+    WriteBucketsJson(&json, p.size_histogram, errors);
     json.Key("sites");
     json.BeginArray();
     for (const auto& s : sites) {
@@ -88,8 +94,10 @@ int Histogram(const HistogramOptions& o) {
       json.Key("site");
       WriteFrame(&json, s.site);
       json.Field("allocations", s.stats.allocations);
+      WriteError(&json, "allocations", s.stats.allocations_var, true, errors);
       json.Field("allocated_bytes", s.stats.allocated_bytes);
-      WriteBucketsJson(&json, s.buckets);
+      WriteError(&json, "allocated_bytes", s.stats.allocated_bytes_var, false, errors);
+      WriteBucketsJson(&json, s.buckets, errors);
       json.EndObject();
     }
     json.EndArray();
@@ -100,7 +108,7 @@ int Histogram(const HistogramOptions& o) {
     std::cout << "Allocation sizes up to " << p.SnapshotLabel() << ": "
               << FormatCounted(p.totals.allocations, "allocation") << ", "
               << FormatBytes(p.totals.allocated_bytes) << "\n";
-    PrintBuckets(p.size_histogram);
+    PrintBuckets(p.size_histogram, ErrorScale{p.sample_rate});
     for (size_t i = 0; i < sites.size(); ++i) {
       const auto& s = sites[i];
       std::string location = SourceLocation(s.site);
@@ -108,7 +116,7 @@ int Histogram(const HistogramOptions& o) {
                 << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(s.site)
                 << "): " << FormatCounted(s.stats.allocations, "allocation") << ", "
                 << FormatBytes(s.stats.allocated_bytes) << "\n";
-      PrintBuckets(s.buckets);
+      PrintBuckets(s.buckets, ErrorScale{p.sample_rate});
     }
   }
   PrintWarnings(p, resolver);

@@ -72,8 +72,11 @@ int Leaks(const LeaksOptions& o) {
     JsonWriter json(std::cout);
     json.BeginObject();
     WriteCaptureJson(&json, p, resolver);
+    ErrorScale errors{p.sample_rate};
     json.Field("leaked_bytes", t.in_use_bytes);
+    WriteError(&json, "leaked_bytes", t.in_use_bytes_var, false, errors);
     json.Field("leaked_blocks", t.in_use_blocks);
+    WriteError(&json, "leaked_blocks", t.in_use_blocks_var, true, errors);
     json.Field("stack_count", static_cast<uint64_t>(stacks));
     json.Key("suppressed");
     json.BeginObject();
@@ -87,8 +90,11 @@ int Leaks(const LeaksOptions& o) {
     for (const auto& r : leaks) {
       json.BeginObject();
       json.Field("bytes", r.stats.in_use_bytes);
+      WriteError(&json, "bytes", r.stats.in_use_bytes_var, false, errors);
       json.Field("blocks", r.stats.in_use_blocks);
+      WriteError(&json, "blocks", r.stats.in_use_blocks_var, true, errors);
       json.Field("allocations", r.stats.allocations);
+      WriteError(&json, "allocations", r.stats.allocations_var, true, errors);
       json.Key("site");
       WriteFrame(&json, r.site);
       WriteStack(&json, "stack", r.stack);
@@ -99,8 +105,11 @@ int Leaks(const LeaksOptions& o) {
   } else {
     PrintEstimateNote(p);
     PrintProgramEndNote(p);
-    std::cout << "In use at " << p.SnapshotLabel() << ": " << FormatBytes(t.in_use_bytes) << " in "
-              << FormatCounted(t.in_use_blocks, "block") << ", from "
+    const ErrorScale errors{p.sample_rate};
+    std::cout << "In use at " << p.SnapshotLabel() << ": "
+              << FormatBytesEstimate(t.in_use_bytes, t.in_use_bytes_var, errors) << " in "
+              << FormatCountedEstimate(t.in_use_blocks, t.in_use_blocks_var, errors, "block")
+              << ", from "
               << FormatCounted(stacks, "call stack") << "\n";
     if (t.runtime_blocks) {
       std::cout << "Runtime: " << RuntimeNote(p) << "\n";
@@ -121,8 +130,13 @@ int Leaks(const LeaksOptions& o) {
     }
     for (size_t i = 0; i < leaks.size(); ++i) {
       const auto& r = leaks[i];
-      std::cout << "\n#" << i + 1 << "  " << FormatBytes(r.stats.in_use_bytes) << " in "
-                << FormatCounted(r.stats.in_use_blocks, "block") << " (" << FormatCount(r.stats.allocations)
+      std::cout << "\n#" << i + 1 << "  "
+                << FormatBytesEstimate(r.stats.in_use_bytes, r.stats.in_use_bytes_var, errors)
+                << " in "
+                << FormatCountedEstimate(r.stats.in_use_blocks, r.stats.in_use_blocks_var, errors,
+                                         "block")
+                << " ("
+                << FormatCountEstimate(r.stats.allocations, r.stats.allocations_var, errors)
                 << " allocated here in all)\n";
       PrintStack(resolver, r.stack);
     }

@@ -54,7 +54,9 @@ int Map(const AnalysisOptions& o) {
       json.Field("end", r.end);
       json.Field("span_bytes", r.end - r.begin);
       json.Field("in_use_bytes", r.in_use_bytes);
+      WriteError(&json, "in_use_bytes", r.in_use_bytes_var, false, ErrorScale{p.sample_rate});
       json.Field("blocks", r.blocks);
+      WriteError(&json, "blocks", r.blocks_var, true, ErrorScale{p.sample_rate});
       json.Field("used_share", UsedShare(r.in_use_bytes, r.end - r.begin));
       json.Field("largest_gap", r.largest_gap);
       json.Field("kind", RegionKindName(r.kind));
@@ -66,6 +68,11 @@ int Map(const AnalysisOptions& o) {
     json.EndObject();
   } else {
     PrintEstimateNote(p);
+    if (p.sample_rate) {
+      std::cout << "Regions of the recorded blocks: in a sampled capture their BEGIN, END, SPAN "
+                   "and gaps are those of the blocks that were sampled (unsampled ones may lie "
+                   "between); IN USE and BLOCKS are estimates of everything in them\n";
+    }
     PrintProgramEndNote(p);
     std::cout << "Address space in use at " << p.SnapshotLabel() << ": " << FormatBytes(in_use)
               << " in " << p.address_map.size() << " regions spanning " << FormatBytes(span)
@@ -88,7 +95,8 @@ int Map(const AnalysisOptions& o) {
       const AddressRegion& r = p.address_map[i];
       std::string location = SourceLocation(sites[i]);
       table.AddRow({Hex(r.begin), Hex(r.end), FormatBytes(r.end - r.begin),
-                    FormatBytes(r.in_use_bytes), FormatCount(r.blocks),
+                    FormatBytesEstimate(r.in_use_bytes, r.in_use_bytes_var, ErrorScale{p.sample_rate}),
+                    FormatCountEstimate(r.blocks, r.blocks_var, ErrorScale{p.sample_rate}),
                     FormatPercent(r.in_use_bytes, r.end - r.begin), FormatBytes(r.largest_gap),
                     RegionKindName(r.kind),
                     FunctionName(sites[i]) + (location.empty() ? "" : "  " + location)});

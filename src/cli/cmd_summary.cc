@@ -24,7 +24,8 @@ struct SummaryOptions {
   size_t limit = 5;
 };
 
-void PrintSites(const char* title, const std::vector<SiteRow>& rows, bool leaked, uint64_t whole) {
+void PrintSites(const char* title, const std::vector<SiteRow>& rows, bool leaked, uint64_t whole,
+                ErrorScale errors) {
   std::cout << "\n" << title << "\n";
   if (rows.empty()) {
     std::cout << "  (none)\n";
@@ -40,20 +41,24 @@ void PrintSites(const char* title, const std::vector<SiteRow>& rows, bool leaked
   for (const auto& r : rows) {
     uint64_t bytes = leaked ? r.stats.in_use_bytes : r.stats.peak_bytes;
     uint64_t blocks = leaked ? r.stats.in_use_blocks : r.stats.peak_blocks;
-    table.AddRow({FormatBytes(bytes), FormatPercent(bytes, whole), FormatCount(blocks),
+    uint64_t bytes_var = leaked ? r.stats.in_use_bytes_var : r.stats.peak_bytes_var;
+    uint64_t blocks_var = leaked ? r.stats.in_use_blocks_var : r.stats.peak_blocks_var;
+    table.AddRow({FormatBytesEstimate(bytes, bytes_var, errors), FormatPercent(bytes, whole),
+                  FormatCountEstimate(blocks, blocks_var, errors),
                   ModuleName(r.site), SourceLocation(r.site), FunctionName(r.site)});
   }
   table.Print(std::cout);
 }
 
-void WriteRows(JsonWriter* json, const char* key, const std::vector<SiteRow>& rows) {
+void WriteRows(JsonWriter* json, const char* key, const std::vector<SiteRow>& rows,
+               ErrorScale errors) {
   json->Key(key);
   json->BeginArray();
   for (const auto& r : rows) {
     json->BeginObject();
     json->Key("site");
     WriteFrame(json, r.site);
-    WriteStats(json, r.stats);
+    WriteStats(json, r.stats, errors);
     json->EndObject();
   }
   json->EndArray();
@@ -139,8 +144,8 @@ int Summary(const SummaryOptions& o) {
     WriteCaptureJson(&json, p, resolver);
     WriteTotalsJson(&json, p);
     WriteRuntimeJson(&json, p);
-    WriteRows(&json, "top_peak", by_peak);
-    WriteRows(&json, "top_in_use_at_exit", by_leak);
+    WriteRows(&json, "top_peak", by_peak, ErrorScale{p.sample_rate});
+    WriteRows(&json, "top_in_use_at_exit", by_leak, ErrorScale{p.sample_rate});
     WriteCustomHeapsJson(&json, p, &resolver);
     WriteMarkersJson(&json, p);
     json.EndObject();
@@ -164,14 +169,18 @@ int Summary(const SummaryOptions& o) {
                                    : p.end             ? ""
                                    : p.still_recording ? "   (still recording)"
                                                        : "   (recording incomplete)")});
-    facts.AddRow({"allocated", FormatBytes(t.allocated_bytes) + " in " +
-                                   FormatCounted(t.allocations, "allocation") + " (" +
-                                   FormatCounted(t.frees, "free") + ")"});
-    facts.AddRow({"peak", FormatBytes(t.peak_bytes) + " in " + FormatCounted(t.peak_blocks, "block") +
+    const ErrorScale errors{p.sample_rate};
+    facts.AddRow({"allocated", FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors) +
+                                   " in " + FormatCountedEstimate(t.allocations, t.allocations_var, errors,
+                                                            "allocation") +
+                                   " (" + FormatCountedEstimate(t.frees, t.frees_var, errors, "free") + ")"});
+    facts.AddRow({"peak", FormatBytesEstimate(t.peak_bytes, t.peak_bytes_var, errors) + " in " +
+                              FormatCountedEstimate(t.peak_blocks, t.peak_blocks_var, errors, "block") +
                               ", at " + FormatSeconds(peak_at)});
     const bool at_exit = p.snapshot.kind == SnapshotSpec::kEnd || p.AtProgramEndByDefault();
     facts.AddRow({at_exit ? "at exit" : "in use",
-                  FormatBytes(t.in_use_bytes) + " in " + FormatCounted(t.in_use_blocks, "block") +
+                  FormatBytesEstimate(t.in_use_bytes, t.in_use_bytes_var, errors) + " in " +
+                      FormatCountedEstimate(t.in_use_blocks, t.in_use_blocks_var, errors, "block") +
                       " still allocated at " + p.SnapshotLabel()});
     if (p.AtProgramEndByDefault()) facts.AddRow({"exit", ProgramEndNote(p)});
     if (t.runtime_blocks) facts.AddRow({"runtime", RuntimeNote(p)});
@@ -221,9 +230,9 @@ int Summary(const SummaryOptions& o) {
     }
     facts.AddRow({"dropped", FormatCounted(t.dropped_events, "event")});
     facts.Print(std::cout);
-    PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes);
+    PrintSites("Top sites by memory at peak:", by_peak, false, t.peak_bytes, errors);
     PrintSites(("Top sites by memory in use at " + p.SnapshotLabel() + ":").c_str(), by_leak, true,
-               t.in_use_bytes);
+               t.in_use_bytes, errors);
     PrintCustomHeaps(p, view.anomalies, &resolver);
   }
   PrintWarnings(p, resolver);

@@ -77,6 +77,7 @@ int Timeline(const TimelineOptions& o) {
     json.BeginObject();
     json.Field("time_s", p.SecondsAt(p.totals.peak_seq));
     json.Field("bytes", p.totals.peak_bytes);
+    WriteError(&json, "bytes", p.totals.peak_bytes_var, false, ErrorScale{p.sample_rate});
     json.EndObject();
     json.Key("heap");  // heap in use at each of the writer's time marks
     json.BeginArray();
@@ -84,6 +85,7 @@ int Timeline(const TimelineOptions& o) {
       json.BeginObject();
       json.Field("time_s", point.seconds);
       json.Field("bytes", point.heap_bytes);
+      WriteError(&json, "bytes", point.heap_bytes_var, false, ErrorScale{p.sample_rate});
       json.EndObject();
     }
     json.EndArray();

@@ -54,7 +54,7 @@ int Top(const TopOptions& o) {
         json.Key("site");
         WriteFrame(&json, r.site);
       }
-      WriteStats(&json, r.stats);
+      WriteStats(&json, r.stats, ErrorScale{p.sample_rate});
       if (group == GroupBy::kStack) WriteStack(&json, "stack", r.stack);
       json.EndObject();
     }
@@ -80,11 +80,14 @@ int Top(const TopOptions& o) {
       if (group != GroupBy::kModule) table.AddColumn("LOCATION", TextTable::kLeft);
       if (group != GroupBy::kModule) table.AddColumn("FUNCTION", TextTable::kLeft);
     }
+    const ErrorScale errors{p.sample_rate};
     for (const auto& r : rows) {
-      std::vector<std::string> cells = {FormatBytes(r.stats.peak_bytes),
-                                        FormatBytes(r.stats.allocated_bytes),
-                                        FormatCount(r.stats.allocations),
-                                        FormatBytes(r.stats.in_use_bytes)};
+      const StackStats& st = r.stats;
+      std::vector<std::string> cells = {
+          FormatBytesEstimate(st.peak_bytes, st.peak_bytes_var, errors),
+          FormatBytesEstimate(st.allocated_bytes, st.allocated_bytes_var, errors),
+          FormatCountEstimate(st.allocations, st.allocations_var, errors),
+          FormatBytesEstimate(st.in_use_bytes, st.in_use_bytes_var, errors)};
       if (python) {
         cells.push_back(FormatPercent(r.stats.python_allocated_bytes, r.stats.allocated_bytes));
       }

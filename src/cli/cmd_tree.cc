@@ -22,38 +22,49 @@ struct TreeOptions {
   double min_percent = 1.0;
 };
 
-std::string FormatValue(uint64_t v, SortBy metric) {
-  return metric == SortBy::kCount ? FormatCount(v) : FormatBytes(v);
+// A sampled capture's values carry their standard errors (one ± each: the columns, wider, still
+// line up under printf's byte counts).
+std::string FormatValue(uint64_t v, uint64_t var, SortBy metric, ErrorScale errors) {
+  return metric == SortBy::kCount ? FormatCountEstimate(v, var, errors)
+                                  : FormatBytesEstimate(v, var, errors);
 }
 
-void PrintNode(const TreeNode& n, uint64_t whole, SortBy metric, int depth) {
+void PrintNode(const TreeNode& n, uint64_t whole, SortBy metric, int depth, ErrorScale errors) {
   std::string indent(depth * 2, ' ');
   std::string location = SourceLocation(n.frame);
-  std::printf("%7s %11s %11s  %s%s%s%s\n", FormatPercent(n.total, whole).c_str(),
-              FormatValue(n.total, metric).c_str(), FormatValue(n.self, metric).c_str(),
-              indent.c_str(), depth == 0 ? "[all]" : FunctionName(n.frame).c_str(),
+  const int width = errors.sampled() ? 24 : 11;
+  std::printf("%7s %*s %*s  %s%s%s%s\n", FormatPercent(n.total, whole).c_str(), width,
+              FormatValue(n.total, n.total_var, metric, errors).c_str(), width,
+              FormatValue(n.self, n.self_var, metric, errors).c_str(), indent.c_str(),
+              depth == 0 ? "[all]" : FunctionName(n.frame).c_str(),
               location.empty() ? "" : ("  " + location).c_str(),
               n.frame.inlined ? "  (inlined)" : "");
-  for (const auto& child : n.children) PrintNode(*child, whole, metric, depth + 1);
+  for (const auto& child : n.children) PrintNode(*child, whole, metric, depth + 1, errors);
   if (n.pruned_children) {
-    std::printf("%7s %11s %11s  %s  (%zu smaller entries)\n", FormatPercent(n.pruned_total, whole).c_str(),
-                FormatValue(n.pruned_total, metric).c_str(), "", indent.c_str(), n.pruned_children);
+    std::printf("%7s %*s %*s  %s  (%zu smaller entries)\n",
+                FormatPercent(n.pruned_total, whole).c_str(), width,
+                FormatValue(n.pruned_total, n.pruned_total_var, metric, errors).c_str(), width,
+                "", indent.c_str(), n.pruned_children);
   }
 }
 
-void WriteNode(JsonWriter* json, const TreeNode& n, bool root) {
+void WriteNode(JsonWriter* json, const TreeNode& n, bool root, SortBy metric, ErrorScale errors) {
+  const bool blocks = metric == SortBy::kCount;
   json->BeginObject();
   if (!root) {
     json->Key("frame");
     WriteFrame(json, n.frame);
   }
   json->Field("self", n.self);
+  WriteError(json, "self", n.self_var, blocks, errors);
   json->Field("total", n.total);
+  WriteError(json, "total", n.total_var, blocks, errors);
   json->Field("pruned_total", n.pruned_total);
+  WriteError(json, "pruned_total", n.pruned_total_var, blocks, errors);
   json->Field("pruned_children", static_cast<uint64_t>(n.pruned_children));
   json->Key("children");
   json->BeginArray();
-  for (const auto& child : n.children) WriteNode(json, *child, false);
+  for (const auto& child : n.children) WriteNode(json, *child, false, metric, errors);
   json->EndArray();
   json->EndObject();
 }
@@ -75,15 +86,17 @@ int Tree(const TreeOptions& o) {
     json.Field("bottom_up", o.bottom_up);
     json.Field("min_percent", o.min_percent);
     json.Key("root");
-    WriteNode(&json, *root, true);
+    WriteNode(&json, *root, true, metric, ErrorScale{p.sample_rate});
     json.EndObject();
   } else {
     PrintEstimateNote(p);
     PrintProgramEndNote(p);
     std::printf("Call tree (%s), %s; nodes under %.2f%% are folded\n", o.metric.c_str(),
                 o.bottom_up ? "bottom-up" : "top-down", o.min_percent);
-    std::printf("%7s %11s %11s  %s\n", "TOTAL%", "TOTAL", "SELF", "FUNCTION");
-    PrintNode(*root, root->total, metric, 0);
+    const ErrorScale errors{p.sample_rate};
+    const int width = errors.sampled() ? 23 : 11;  // the titles have no ±
+    std::printf("%7s %*s %*s  %s\n", "TOTAL%", width, "TOTAL", width, "SELF", "FUNCTION");
+    PrintNode(*root, root->total, metric, 0, errors);
     std::fflush(stdout);
   }
   PrintWarnings(p, resolver);

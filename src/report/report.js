@@ -82,12 +82,15 @@
         el('div', { class: 'label', text: label }), v,
         detail ? el('div', { class: 'detail', text: detail }) : null));
     }
-    card('In use at peak', fmtBytes(t.peak_bytes),
+    // A sampled capture's figure with its standard error (FIELD_error), else the figure alone.
+    const pm = (key, fmt) => (key in t ? ' \u00b1' + fmt(Math.round(t[key])) : '');
+    card('In use at peak', fmtBytes(t.peak_bytes) + pm('peak_bytes_error', fmtBytes),
       fmtCount(t.peak_bytes) + ' bytes, ' + fmtCount(t.peak_blocks) + ' blocks, at ' +
       fmtSec(t.peak_time_s) +
       (t.mappings.at_peak_bytes ? ', ' + fmtBytes(t.mappings.at_peak_bytes) + ' mapped' : ''),
       { id: 'peak-value', title: fmtCount(t.peak_bytes) + ' bytes', data: { bytes: String(t.peak_bytes) } });
-    card('In use at ' + c.snapshot.label, fmtBytes(t.in_use_at_exit_bytes),
+    card('In use at ' + c.snapshot.label, fmtBytes(t.in_use_at_exit_bytes) +
+      pm('in_use_at_exit_bytes_error', fmtBytes),
       fmtCount(t.in_use_at_exit_blocks) + ' blocks' +
       (t.mappings.in_use_bytes ? ', ' + fmtBytes(t.mappings.in_use_bytes) + ' mapped' : '') +
       // A Python program's default "exit": the end of its own code (docs/python.md).
@@ -104,7 +107,8 @@
         { id: 'runtime-value', title: fmtCount(data.runtime.bytes) + ' bytes',
           data: { bytes: String(data.runtime.bytes) } });
     }
-    card('Allocated', fmtBytes(t.allocated_bytes), fmtCount(t.allocations) + ' allocations, ' +
+    card('Allocated', fmtBytes(t.allocated_bytes) + pm('allocated_bytes_error', fmtBytes),
+      fmtCount(t.allocations) + pm('allocations_error', fmtCount) + ' allocations, ' +
       fmtCount(t.frees) + ' frees', { title: fmtCount(t.allocated_bytes) + ' bytes' });
     card('Temporary allocations', fmtCount(t.temporary), 'freed before the thread allocated again');
     card('Duration', fmtSec(c.duration_s), (c.complete ? 'complete' : 'incomplete') +
@@ -121,7 +125,9 @@
     if (c.estimates) {  // a sampled capture: say so before anything else (docs/sampling.md)
       warnings.append(el('li', { id: 'estimates-note', text: 'Estimates: heap allocations were ' +
         'sampled (one byte in ' + fmtBytes(c.sample_rate) + ' on average); every byte and ' +
-        'block figure is scaled up from the samples.' }));
+        'block figure is scaled up from the samples. \u00b1 is one standard error of the ' +
+        'estimate, from the sampling model: the true figure lies within \u00b11.96 of it 95% ' +
+        'of the time, and a small figure can be very uncertain.' }));
     }
     for (const w of c.warnings) warnings.append(el('li', { text: w }));
     document.getElementById('footer').textContent = data.generator + ', capture ' + c.path;
@@ -477,11 +483,12 @@
     ['Function', (r) => frameName(data.sites[r[0]]), 'fn'],
     ['Location', (r) => frameLocation(data.sites[r[0]]), ''],
     ['Module', (r) => baseName(frameModule(data.sites[r[0]])), ''],
-    ['Peak', (r) => r[3], 'bytes'],
-    ['In use', (r) => r[5], 'bytes'],
-    ['Allocated', (r) => r[2], 'bytes'],
-    ['Allocations', (r) => r[1], 'count'],
-    ['Temporary', (r) => r[8], 'count'],
+    // The 4th: where a sampled capture's row holds the figure's standard error (its index + 9).
+    ['Peak', (r) => r[3], 'bytes', 12],
+    ['In use', (r) => r[5], 'bytes', 14],
+    ['Allocated', (r) => r[2], 'bytes', 11],
+    ['Allocations', (r) => r[1], 'count', 10],
+    ['Temporary', (r) => r[8], 'count', 17],
     ['Python', (r) => (r[2] ? r[7] / r[2] : 0), 'pct'],
   ];
   const topState = { column: 3, descending: true, filter: '' };
@@ -519,10 +526,12 @@
     for (const r of shown) {
       const f = data.sites[r[0]];
       const tr = el('tr');
-      for (const [, get, k] of TOP_COLUMNS) {
+      for (const [, get, k, error] of TOP_COLUMNS) {
         const v = get(r);
-        if (k === 'bytes') tr.append(el('td', { class: 'num', title: fmtCount(v) + ' bytes', text: fmtBytes(v) }));
-        else if (k === 'count') tr.append(el('td', { class: 'num', text: fmtCount(v) }));
+        const pm = error && r.length > error ? ' \u00b1' +
+          (k === 'bytes' ? fmtBytes(Math.round(r[error])) : fmtCount(Math.round(r[error]))) : '';
+        if (k === 'bytes') tr.append(el('td', { class: 'num', title: fmtCount(v) + ' bytes', text: fmtBytes(v) + pm }));
+        else if (k === 'count') tr.append(el('td', { class: 'num', text: fmtCount(v) + pm }));
         else if (k === 'pct') tr.append(el('td', { class: 'num', text: r[2] ? (100 * v).toFixed(0) + '%' : '' }));
         else if (k === 'fn') tr.append(el('td', { class: 'fn', title: frameTitle(f), text: v }));
         else tr.append(el('td', { text: v }));

@@ -2,6 +2,7 @@
 #include "analyzer/export/csv.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "analyzer/export/folded.h"
 #include "analyzer/export/format_units.h"
@@ -33,6 +34,12 @@ bool WriteCsv(const Profile& profile, StackResolver* resolver, const ExportOptio
   *out =
       "function,file,line,module,in_use_bytes,in_use_blocks,allocated_bytes,allocations,"
       "peak_bytes,peak_blocks";
+  // A sampled capture: each figure's standard error, in the same order (docs/exports.md).
+  const ErrorScale errors{profile.sample_rate};
+  if (errors.sampled()) {
+    *out += ",in_use_bytes_error,in_use_blocks_error,allocated_bytes_error,allocations_error,"
+            "peak_bytes_error,peak_blocks_error";
+  }
   *out += stacks ? ",stack\r\n" : "\r\n";
   for (const SiteRow& r : rows) {
     const StackStats& s = r.stats;
@@ -43,6 +50,15 @@ bool WriteCsv(const Profile& profile, StackResolver* resolver, const ExportOptio
     for (uint64_t v : {s.in_use_bytes, s.in_use_blocks, s.allocated_bytes, s.allocations,
                        s.peak_bytes, s.peak_blocks}) {
       *out += "," + std::to_string(v);
+    }
+    if (errors.sampled()) {
+      for (double e : {errors.Bytes(s.in_use_bytes_var), errors.Blocks(s.in_use_blocks_var),
+                       errors.Bytes(s.allocated_bytes_var), errors.Blocks(s.allocations_var),
+                       errors.Bytes(s.peak_bytes_var), errors.Blocks(s.peak_blocks_var)}) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, ",%.1f", e);
+        *out += buf;
+      }
     }
     if (stacks) {
       std::string frames;

@@ -2,6 +2,7 @@
 #include "analyzer/export/format_units.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -38,6 +39,22 @@ std::string FormatSeconds(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f s", seconds);
   return buf;
+}
+
+std::string FormatBytesEstimate(uint64_t bytes, uint64_t variance, ErrorScale errors) {
+  if (!errors.sampled()) return FormatBytes(bytes);
+  return FormatBytes(bytes) + " \u00b1" + FormatBytes(std::llround(errors.Bytes(variance)));
+}
+
+std::string FormatCountEstimate(uint64_t count, uint64_t variance, ErrorScale errors) {
+  if (!errors.sampled()) return FormatCount(count);
+  return FormatCount(count) + " \u00b1" + FormatCount(std::llround(errors.Blocks(variance)));
+}
+
+std::string FormatCountedEstimate(uint64_t count, uint64_t variance, ErrorScale errors,
+                                  const std::string& noun) {
+  if (!errors.sampled()) return FormatCounted(count, noun);
+  return FormatCountEstimate(count, variance, errors) + " " + noun + (count == 1 ? "" : "s");
 }
 
 std::string FormatPercent(uint64_t part, uint64_t whole) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/model/stats.h"
 #include "analyzer/symbolize/symbolizer.h"
 
 namespace memlens::analyzer {
@@ -18,6 +19,13 @@ std::string FormatCount(uint64_t count);    // "1,234,567"
 std::string FormatCounted(uint64_t count, const std::string& noun);
 std::string FormatSeconds(double seconds);  // "12.345 s"
 std::string FormatPercent(uint64_t part, uint64_t whole);  // "12.3%"
+// A sampled figure and its standard error (stats.h ErrorScale; variance in its units):
+// "12.3 MiB ±0.8 MiB", "1,234 ±56"; the figure alone when the capture is not sampled.
+std::string FormatBytesEstimate(uint64_t bytes, uint64_t variance, ErrorScale errors);
+std::string FormatCountEstimate(uint64_t count, uint64_t variance, ErrorScale errors);
+// "1,234 ±56 blocks", as FormatCounted.
+std::string FormatCountedEstimate(uint64_t count, uint64_t variance, ErrorScale errors,
+                                  const std::string& noun);
 std::string FunctionName(const SourceFrame& frame);  // the name, or module+0xoffset
 std::string SourceLocation(const SourceFrame& frame);  // "file.cc:12", or "" when unknown
 std::string ModuleName(const SourceFrame& frame);      // basename of the module path

@@ -189,6 +189,11 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   } else {
     json->Null();
   }
+  // Only in a sampled capture that records large blocks whole (a full capture's JSON is as
+  // it was before figures had errors).
+  if (p.sample_rate && p.sample_exact_from != format::kNoExactThreshold) {
+    json->Field("sample_exact_from", p.sample_exact_from);
+  }
   json->Field("start_realtime_ns", p.process.start_realtime_ns);
   json->Key("snapshot");  // the moment the in-use (in_use_*) figures describe
   json->BeginObject();
@@ -234,13 +239,21 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   json->EndObject();
 }
 
+void WriteError(JsonWriter* json, std::string_view key, uint64_t variance, bool blocks,
+                ErrorScale errors) {
+  if (errors.sampled()) json->Field(std::string(key) + "_error", errors.Of(variance, blocks));
+}
+
 void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   const Totals& t = p.totals;
+  ErrorScale errors{p.sample_rate};
   json->Key("totals");
   json->BeginObject();
   for (const TotalsField& f : kTotalsFields) {  // the moment of the peak in seconds, not seq
     if (f.member == &Totals::peak_seq) json->Field("peak_time_s", p.SecondsAt(t.peak_seq));
-    if (*f.json_key) json->Field(f.json_key, t.*f.member);
+    if (!*f.json_key) continue;
+    json->Field(f.json_key, t.*f.member);
+    if (f.variance) WriteError(json, f.json_key, t.*f.variance, f.blocks, errors);
   }
   json->Field("stacks", static_cast<uint64_t>(p.stacks.size()));
   // The heap and the mappings apart: each one's own peak, its part of peak_bytes, of the bytes
@@ -294,9 +307,11 @@ void WriteFrame(JsonWriter* json, const SourceFrame& f) {
   json->EndObject();
 }
 
-void WriteStats(JsonWriter* json, const StackStats& s) {
+void WriteStats(JsonWriter* json, const StackStats& s, ErrorScale errors) {
   for (const StackStatField& f : kStackStatFields) {
-    if (*f.json_key) json->Field(f.json_key, s.*f.member);
+    if (!*f.json_key) continue;
+    json->Field(f.json_key, s.*f.member);
+    if (f.variance) WriteError(json, f.json_key, s.*f.variance, f.blocks, errors);
   }
 }
 

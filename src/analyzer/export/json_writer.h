@@ -78,7 +78,12 @@ void WriteRuntimeJson(JsonWriter* json, const Profile& profile);
 void WriteFrame(JsonWriter* json, const SourceFrame& frame);
 // Appends `text` as a JSON string literal that is safe inside an HTML <script> element.
 void AppendScriptSafeJsonString(std::string* out, std::string_view text);
-void WriteStats(JsonWriter* json, const StackStats& stats);
+// A row's figures; in a sampled capture (errors.sampled()) each sampled FIELD is followed by
+// FIELD_error, its standard error (docs/json-output.md).
+void WriteStats(JsonWriter* json, const StackStats& stats, ErrorScale errors = {});
+// FIELD_error: the standard error of the figure `key` whose variance is given, when sampled.
+void WriteError(JsonWriter* json, std::string_view key, uint64_t variance, bool blocks,
+                ErrorScale errors);
 void WriteStack(JsonWriter* json, std::string_view key,
                 const std::vector<const SourceFrame*>& frames);
 

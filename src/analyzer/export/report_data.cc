@@ -222,6 +222,16 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
                         "temporary_bytes"}) {
     json.String(c);
   }
+  // A sampled capture: the standard errors of those figures follow, in the same order.
+  const ErrorScale errors{p.sample_rate};
+  if (errors.sampled()) {
+    for (const char* c : {"allocations_error", "allocated_bytes_error", "peak_bytes_error",
+                          "peak_blocks_error", "in_use_bytes_error", "in_use_blocks_error",
+                          "python_allocated_bytes_error", "temporary_error",
+                          "temporary_bytes_error"}) {
+      json.String(c);
+    }
+  }
   json.EndArray();
   json.Key("top");
   json.BeginArray();
@@ -235,6 +245,15 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
                        st.in_use_bytes, st.in_use_blocks, st.python_allocated_bytes, st.temporary,
                        st.temporary_bytes}) {
       json.Uint(v);
+    }
+    if (errors.sampled()) {
+      for (double e : {errors.Blocks(st.allocations_var), errors.Bytes(st.allocated_bytes_var),
+                       errors.Bytes(st.peak_bytes_var), errors.Blocks(st.peak_blocks_var),
+                       errors.Bytes(st.in_use_bytes_var), errors.Blocks(st.in_use_blocks_var),
+                       errors.Bytes(st.python_allocated_bytes_var),
+                       errors.Blocks(st.temporary_var), errors.Bytes(st.temporary_bytes_var)}) {
+        json.Double(e);
+      }
     }
     json.EndArray();
   }

@@ -40,6 +40,7 @@ struct Marker {
 struct TimelinePoint {
   double seconds = 0;
   uint64_t heap_bytes = 0;  // malloc-family blocks and anonymous mappings in use
+  uint64_t heap_bytes_var = 0;  // a sampled capture: its variance (stats.h, ErrorScale)
 };
 
 // Allocation sizes in log2 buckets: bucket b holds sizes in [2^b, 2^(b+1)) (0 holds 0 and 1);
@@ -48,6 +49,8 @@ inline constexpr int kSizeBuckets = 48;
 struct SizeBucket {
   uint64_t count = 0;
   uint64_t bytes = 0;
+  uint64_t count_var = 0;  // a sampled capture: their variances (stats.h, ErrorScale)
+  uint64_t bytes_var = 0;
 };
 inline int SizeBucketOf(uint64_t size) {
   return size < 2 ? 0 : std::min(63 - __builtin_clzll(size), kSizeBuckets - 1);
@@ -74,6 +77,10 @@ struct AddressRegion {
   // ranges, which hold no bytes in use.
   enum Kind { kHeap, kMapping, kReserved } kind = kHeap;
   uint64_t top_stack = 0;    // the stack holding most of its bytes
+  // A sampled capture: the variances of in_use_bytes and blocks (stats.h, ErrorScale). Its
+  // begin, end and gaps are those of the recorded blocks (unrecorded ones may lie between).
+  uint64_t in_use_bytes_var = 0;
+  uint64_t blocks_var = 0;
 };
 inline const char* RegionKindName(AddressRegion::Kind kind) {
   if (kind == AddressRegion::kHeap) return "heap";

@@ -139,6 +139,8 @@ void Replayer::MapAddressSpace() {
     r.end = std::max(r.end, b.begin + b.size);
     r.in_use_bytes += b.w.bytes;
     r.blocks += b.w.count;
+    r.in_use_bytes_var += b.w.bytes_var;
+    r.blocks_var += b.w.count_var;
     bytes_by_stack[b.stack] += b.kind == Kind::kReserved ? b.size : b.w.bytes;
   }
   close_region();

@@ -8,9 +8,10 @@ namespace memlens::analyzer {
 
 using format::EventKind;
 
-void Timeline::Take(uint64_t before_seq, uint64_t live_bytes, Profile* p) {
+void Timeline::Take(uint64_t before_seq, uint64_t live_bytes, uint64_t live_bytes_var,
+                    Profile* p) {
   while (!pending_.empty() && pending_.front().seq <= before_seq) {
-    p->timeline.push_back({pending_.front().monotonic_ns / 1e9, live_bytes});
+    p->timeline.push_back({pending_.front().monotonic_ns / 1e9, live_bytes, live_bytes_var});
     pending_.pop_front();
   }
 }
@@ -64,20 +65,20 @@ void SizeHistograms::CountForStack(uint64_t stack, int bucket, Weight w, Profile
   if (h.empty()) h.resize(kSizeBuckets);
   h[bucket].count += w.count;
   h[bucket].bytes += w.bytes;
+  h[bucket].count_var += w.count_var;
+  h[bucket].bytes_var += w.bytes_var;
 }
 
 // Only the overall histogram: a replay with per-stack ones does not use the index.
 void SizeHistograms::Save(const Profile& p, std::string* out) const {
   for (const SizeBucket& b : p.size_histogram) {
-    Put(out, b.count);
-    Put(out, b.bytes);
+    for (uint64_t v : {b.count, b.bytes, b.count_var, b.bytes_var}) Put(out, v);
   }
 }
 
 void SizeHistograms::Restore(StateReader* r, Profile* p) const {
   for (SizeBucket& b : p->size_histogram) {
-    b.count = r->Next();
-    b.bytes = r->Next();
+    for (uint64_t* v : {&b.count, &b.bytes, &b.count_var, &b.bytes_var}) *v = r->Next();
   }
 }
 

@@ -35,6 +35,9 @@ inline constexpr uint64_t kCountUnit = uint64_t{1} << 16;
 struct Weight {
   uint64_t bytes;
   uint64_t count;  // in kCountUnit
+  // A sampled capture: the block's share of its figures' variances (stats.h, ErrorScale units).
+  uint64_t bytes_var = 0;
+  uint64_t count_var = 0;
 };
 inline uint64_t WholeBlocks(uint64_t units) { return (units + kCountUnit / 2) / kCountUnit; }
 
@@ -53,7 +56,7 @@ class Timeline {
   void OnTimeMark(const format::TimeRecord& r) { pending_.push_back(r); }
   // Before the event with this seq (inline: every event asks).
   bool Due(uint64_t seq) const { return !pending_.empty() && pending_.front().seq <= seq; }
-  void Take(uint64_t before_seq, uint64_t live_bytes, Profile* p);
+  void Take(uint64_t before_seq, uint64_t live_bytes, uint64_t live_bytes_var, Profile* p);
   // A resumed replay: the state's timeline holds every mark up to its event.
   void ResumeAt(uint64_t seq, std::vector<TimelinePoint> points, Profile* p);
 
@@ -93,6 +96,10 @@ class SizeHistograms {
     int bucket = SizeBucketOf(size);
     p->size_histogram[bucket].count += w.count;
     p->size_histogram[bucket].bytes += w.bytes;
+    if (w.count_var) [[unlikely]] {  // a sampled block (never in a full capture)
+      p->size_histogram[bucket].count_var += w.count_var;
+      p->size_histogram[bucket].bytes_var += w.bytes_var;
+    }
     if (per_stack_) CountForStack(stack, bucket, w, p);
   }
   void Save(const Profile& p, std::string* out) const;

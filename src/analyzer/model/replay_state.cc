@@ -17,8 +17,8 @@ void Replayer::SaveState(std::string* out) const {
   for (const TotalsField& f : kTotalsFields) {
     if (f.replayed) Put(out, p_->totals.*f.member);
   }
-  for (uint64_t v :
-       {live_bytes_, live_blocks_, peak_epoch_, mapping_live_bytes_, reserved_bytes_}) {
+  for (uint64_t v : {live_bytes_, live_blocks_, peak_epoch_, mapping_live_bytes_, reserved_bytes_,
+                     live_bytes_var_, live_blocks_var_}) {
     Put(out, v);
   }
   uint64_t touched = 0;
@@ -64,7 +64,7 @@ void Replayer::RestoreState() {
     if (f.replayed) p_->totals.*f.member = r.Next();
   }
   for (uint64_t* v : {&live_bytes_, &live_blocks_, &peak_epoch_, &mapping_live_bytes_,
-                      &reserved_bytes_}) {
+                      &reserved_bytes_, &live_bytes_var_, &live_blocks_var_}) {
     *v = r.Next();
   }
   uint64_t touched = r.Next(), stack = 0;

@@ -19,7 +19,9 @@ Replayer::Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& op
       stop_seq_(stop_before_seq),
       checkpoints_(options),
       sizes_(options.stack_size_histograms),
-      thread_filter_(options.thread) {}
+      thread_filter_(options.thread) {
+  sampled_ = p->sample_rate != 0;
+}
 
 void Replayer::OnProcess(const format::ProcessRecord& r) {
   if (p_->has_process) StartOver();  // exec: the new image replaces the old one
@@ -145,12 +147,44 @@ StackState& Replayer::NewState(uint64_t stack) {
 
 // A sampled capture (docs/sampling.md): a block of s bytes was recorded with probability
 // p = 1 - exp(-s/rate), so it stands for s/p bytes and 1/p blocks (the Horvitz-Thompson
-// estimator: unbiased for every sum of blocks). The same size always gives the same weight,
-// so a free takes back exactly what its allocation added.
+// estimator: unbiased for every sum of blocks), and adds s^2(1-p)/p^2 and (1-p)/p^2 to the
+// estimates' variances. The same size always gives the same weight, so a free takes back
+// exactly what its allocation added.
 Weight Replayer::SampledWeight(uint64_t size) const {
   double p = format::SamplingModel{p_->sample_rate, p_->sample_exact_from}.RecordProbability(size);
-  return {static_cast<uint64_t>(std::llround(static_cast<double>(size) / p)),
-          static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p))};
+  double s = static_cast<double>(size), rate = static_cast<double>(p_->sample_rate);
+  double per = (1 - p) / (p * p);  // (1-p)/p^2; at most ~2^38 for 1 byte at a 512 KiB rate
+  auto units = [](double v) {  // whole units, far from overflow even for absurd rates
+    return static_cast<uint64_t>(std::llround(std::min(v, 0x1p53)));
+  };
+  return {static_cast<uint64_t>(std::llround(s / p)),
+          static_cast<uint64_t>(std::llround(static_cast<double>(kCountUnit) / p)),
+          units(s / rate * (s / rate) * per * kByteVarianceUnits),
+          units(per * kBlockVarianceUnits)};
+}
+
+void Replayer::AddVariance(StackStats& s, const Weight& w, Domain domain) {
+  s.in_use_bytes_var += w.bytes_var;
+  s.in_use_blocks_var += w.count_var;
+  s.allocations_var += w.count_var;
+  s.allocated_bytes_var += w.bytes_var;
+  p_->totals.allocations_var += w.count_var;
+  p_->totals.allocated_bytes_var += w.bytes_var;
+  live_bytes_var_ += w.bytes_var;
+  live_blocks_var_ += w.count_var;
+  if (domain == Domain::kPython) {
+    s.python_in_use_bytes_var += w.bytes_var;
+    s.python_allocated_bytes_var += w.bytes_var;
+    p_->totals.python_allocated_bytes_var += w.bytes_var;
+  }
+}
+
+void Replayer::TakeVariance(StackStats& s, const Weight& w, Domain domain) {
+  s.in_use_bytes_var -= w.bytes_var;
+  s.in_use_blocks_var -= w.count_var;
+  if (domain == Domain::kPython) s.python_in_use_bytes_var -= w.bytes_var;
+  live_bytes_var_ -= w.bytes_var;
+  live_blocks_var_ -= w.count_var;
 }
 
 void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
@@ -161,6 +195,7 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
   s.in_use_blocks += w.count;
   s.allocations += w.count;
   s.allocated_bytes += w.bytes;
+  if (sampled_) [[unlikely]] AddVariance(s, w, domain);
   p_->totals.allocations += w.count;
   p_->totals.allocated_bytes += w.bytes;
   live_bytes_ += w.bytes;
@@ -185,6 +220,8 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
   if (live_bytes_ > p_->totals.peak_bytes) {
     p_->totals.peak_bytes = live_bytes_;
     p_->totals.peak_blocks = live_blocks_;
+    p_->totals.peak_bytes_var = live_bytes_var_;  // 0 in a full capture
+    p_->totals.peak_blocks_var = live_blocks_var_;
     p_->totals.peak_seq = seq;
     ++peak_epoch_;  // every stack's current value is now its value at the peak
   }
@@ -196,6 +233,7 @@ void Replayer::Release(uint64_t stack, Weight w, Domain domain) {
   StackStats& s = state.stats;
   s.in_use_bytes -= w.bytes;
   s.in_use_blocks -= w.count;
+  if (sampled_) [[unlikely]] TakeVariance(s, w, domain);
   if (domain == Domain::kPython) s.python_in_use_bytes -= w.bytes;
   if (domain == Domain::kMapping) {
     s.mapping_in_use_bytes -= w.bytes;
@@ -256,7 +294,7 @@ void Replayer::OnEvent(const format::Event& e) {
   if (e.kind == EventKind::kProgramEnd && p_->program_end_seq == 0) p_->program_end_seq = e.seq;
   // The heap as it was at every mark this event comes after; checkpoints due. (The tests
   // inline, the work not: this runs for every event.)
-  if (timeline_.Due(e.seq)) timeline_.Take(e.seq, live_bytes_, p_);
+  if (timeline_.Due(e.seq)) timeline_.Take(e.seq, live_bytes_, live_bytes_var_, p_);
   if (checkpoints_.Due()) TakeCheckpoints(e.seq);
   if (index_writer_ && ++since_checkpoint_ > index_writer_->spacing()) {
     std::string state;
@@ -303,11 +341,15 @@ void Replayer::OnHeapEvent(const format::Event& e) {
         Weight w = HeapWeight(block.size);
         Release(block.stack, w, HeapDomain(block.python));
         p_->totals.frees += w.count;
+        if (sampled_) [[unlikely]] p_->totals.frees_var += w.count_var;
         if (temporaries_.OnFree(e.thread, e.address)) {  // freed before any other allocation
           StackStats& stats = State(block.stack).stats;
           stats.temporary += w.count;
           stats.temporary_bytes += w.bytes;
           p_->totals.temporary += w.count;
+          stats.temporary_var += w.count_var;
+          stats.temporary_bytes_var += w.bytes_var;
+          p_->totals.temporary_var += w.count_var;
         }
       } else {
         ++p_->totals.unmatched_frees;
@@ -318,6 +360,7 @@ void Replayer::OnHeapEvent(const format::Event& e) {
         Weight w = HeapWeight(block.size);
         Release(block.stack, w, HeapDomain(block.python));
         p_->totals.frees += w.count;
+        if (sampled_) [[unlikely]] p_->totals.frees_var += w.count_var;
         realloc_pending_[e.thread] = block;
       } else {
         realloc_pending_.erase(e.thread);
@@ -340,6 +383,15 @@ void Replayer::OnHeapEvent(const format::Event& e) {
           p_->totals.python_allocated_bytes -= w.bytes;
         }
         p_->totals.frees -= w.count;
+        stats.allocations_var -= w.count_var;
+        stats.allocated_bytes_var -= w.bytes_var;
+        p_->totals.allocations_var -= w.count_var;
+        p_->totals.allocated_bytes_var -= w.bytes_var;
+        if (old.python) {
+          stats.python_allocated_bytes_var -= w.bytes_var;
+          p_->totals.python_allocated_bytes_var -= w.bytes_var;
+        }
+        p_->totals.frees_var -= w.count_var;
         realloc_pending_.erase(it);
       }
       break;
@@ -402,7 +454,7 @@ void Replayer::OnHeapEvent(const format::Event& e) {
 
 void Replayer::SaveEnd(const std::vector<std::string>& metadata, const ReadStatus& status) {
   if (!index_writer_) return;
-  timeline_.Take(UINT64_MAX, live_bytes_, p_);
+  timeline_.Take(UINT64_MAX, live_bytes_, live_bytes_var_, p_);
   std::string state;
   SaveState(&state);
   index_writer_->SetEnd(state, p_->timeline.size(), p_->totals.events, metadata, status);
@@ -421,7 +473,7 @@ void Replayer::Finish() {
     p_->warnings.push_back("the capture is damaged: " + std::to_string(implausible_stacks_) +
                            " events name a stack it does not hold, counted without their stack");
   }
-  timeline_.Take(UINT64_MAX, live_bytes_, p_);
+  timeline_.Take(UINT64_MAX, live_bytes_, live_bytes_var_, p_);
   TakeCheckpoints(stopped_early() ? stop_seq_ : UINT64_MAX);
   checkpoints_.Finish(p_);
   p_->heap = options_.heap;
@@ -441,7 +493,10 @@ void Replayer::Finish() {
   p_->stacks.reserve(states_.size());
   ForEachState([this](uint64_t stack, StackState& s) {
     if (s.stats.allocations == 0 && s.stats.in_use_blocks == 0) return;  // never an allocation site
-    if (s.changed_in_epoch < peak_epoch_) CopyInUseToPeak(&s.stats);  // unchanged since the peak
+    if (s.changed_in_epoch < peak_epoch_) {  // unchanged since the peak
+      CopyInUseToPeak(&s.stats);
+      CopyInUseVarianceToPeak(&s.stats);
+    }
     p_->totals.mapping_at_peak_bytes += s.stats.mapping_peak_bytes;
     for (const StackStatField& f : kStackStatFields) {
       if (f.blocks) s.stats.*f.member = WholeBlocks(s.stats.*f.member);
@@ -452,6 +507,8 @@ void Replayer::Finish() {
   Totals& t = p_->totals;
   t.in_use_bytes = live_bytes_;
   t.in_use_blocks = live_blocks_;
+  t.in_use_bytes_var = live_bytes_var_;
+  t.in_use_blocks_var = live_blocks_var_;
   t.mapping_in_use_bytes = mapping_live_bytes_;
   t.reserved_bytes = reserved_bytes_;
   for (const TotalsField& f : kTotalsFields) {

@@ -64,7 +64,10 @@ class Replayer : public format::RecordVisitor {
   void OnString(const format::StringRecord& r) override { p_->strings[r.id] = r.text; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
-  void OnSampling(const format::SamplingRecord& r) override { p_->sample_rate = r.rate; }
+  void OnSampling(const format::SamplingRecord& r) override {
+    p_->sample_rate = r.rate;
+    sampled_ = r.rate != 0;
+  }
   void OnEvent(const format::Event& e) override;
   // Worth it once the live blocks' table outgrows the second-level cache (churn's stays small).
   bool WantsUpcoming() const override { return heap_.table_bytes() > (size_t{1} << 20); }
@@ -107,10 +110,15 @@ class Replayer : public format::RecordVisitor {
   bool PlausibleStack(uint64_t stack) const { return stack < p_->nodes.size() + kStackSlack; }
   void Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain = Domain::kNative);
   void Release(uint64_t stack, Weight w, Domain domain = Domain::kNative);
+  // A sampled capture's variances (stats.h), beside Allocate's and Release's figures: kept out
+  // of line, so that a full capture's replay pays one predictable branch for them.
+  void AddVariance(StackStats& s, const Weight& w, Domain domain);
+  void TakeVariance(StackStats& s, const Weight& w, Domain domain);
   // First change since the last peak: the stack's value at that peak is what it holds now.
   void Touch(StackState& s) {
     if (s.changed_in_epoch < peak_epoch_) {
       CopyInUseToPeak(&s.stats);
+      if (sampled_) CopyInUseVarianceToPeak(&s.stats);
       s.changed_in_epoch = peak_epoch_;
     }
   }
@@ -169,6 +177,9 @@ class Replayer : public format::RecordVisitor {
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, Region>>> mremap_pending_;
   uint64_t live_bytes_ = 0;
   uint64_t live_blocks_ = 0;
+  bool sampled_ = false;  // p_->sample_rate != 0
+  uint64_t live_bytes_var_ = 0;  // the variances of live_bytes_ and live_blocks_
+  uint64_t live_blocks_var_ = 0;
   uint64_t mapping_live_bytes_ = 0;  // the part of live_bytes_ in mappings; the rest is heap
   uint64_t reserved_bytes_ = 0;      // PROT_NONE pieces of mappings_
   uint64_t peak_epoch_ = 1;

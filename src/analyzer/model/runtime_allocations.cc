@@ -164,8 +164,11 @@ void SetRuntimeApart(StackResolver* resolver, Profile* p) {
     t.in_use_bytes -= std::min(t.in_use_bytes, stats.in_use_bytes);
     t.in_use_blocks -= std::min(t.in_use_blocks, stats.in_use_blocks);
     t.mapping_in_use_bytes -= std::min(t.mapping_in_use_bytes, stats.mapping_in_use_bytes);
+    t.in_use_bytes_var -= std::min(t.in_use_bytes_var, stats.in_use_bytes_var);
+    t.in_use_blocks_var -= std::min(t.in_use_blocks_var, stats.in_use_blocks_var);
     stats.in_use_bytes = stats.in_use_blocks = stats.python_in_use_bytes = 0;
     stats.mapping_in_use_bytes = 0;
+    stats.in_use_bytes_var = stats.in_use_blocks_var = stats.python_in_use_bytes_var = 0;
   }
   for (size_t r = 0; r < shares.size(); ++r) {
     if (shares[r].blocks == 0) continue;

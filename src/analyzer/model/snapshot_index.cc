@@ -197,7 +197,8 @@ bool LoadSnapshotIndex(const std::string& capture_path, const CaptureStamp& capt
     uint64_t points = r.Next(), ns = 0;
     for (uint64_t i = 0; i < points && r.ok(); ++i) {
       ns += r.Next();
-      out.timeline.push_back({static_cast<double>(ns) / 1e9, r.Next()});
+      uint64_t bytes = r.Next();
+      out.timeline.push_back({static_cast<double>(ns) / 1e9, bytes, r.Next()});
     }
     uint64_t chunk_count = r.Next(), offset = 0;
     for (uint64_t i = 0; i < chunk_count && r.ok(); ++i) {
@@ -411,6 +412,7 @@ bool SnapshotIndexWriter::Finish(SnapshotIndex* index,
     uint64_t ns = static_cast<uint64_t>(std::llround(p.seconds * 1e9));
     PutVarint(&table, ns - last_ns);
     PutVarint(&table, p.heap_bytes);
+    PutVarint(&table, p.heap_bytes_var);
     last_ns = ns;
   }
   PutVarint(&table, chunks.size());

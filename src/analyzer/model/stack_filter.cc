@@ -101,6 +101,8 @@ void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* 
     for (size_t b = 0; b < h.size() && b < p->size_histogram.size(); ++b) {
       p->size_histogram[b].count += h[b].count;
       p->size_histogram[b].bytes += h[b].bytes;
+      p->size_histogram[b].count_var += h[b].count_var;
+      p->size_histogram[b].bytes_var += h[b].bytes_var;
     }
   }
   for (Checkpoint& c : p->checkpoints) {

@@ -8,6 +8,7 @@
 // Runs on: the analyzer's main thread.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 
@@ -34,34 +35,83 @@ struct StackStats {
   // else (a buffer made, used and dropped at once, the pattern worth hoisting or reusing).
   uint64_t temporary = 0;
   uint64_t temporary_bytes = 0;
+  // A sampled capture: the Horvitz-Thompson variance of each sampled figure above (the sum over
+  // its recorded blocks of s^2(1-p)/p^2 for bytes, (1-p)/p^2 for blocks; 0 in a full capture),
+  // in the units of ErrorScale below. Additive like the figures.
+  uint64_t allocations_var = 0;
+  uint64_t allocated_bytes_var = 0;
+  uint64_t peak_bytes_var = 0;
+  uint64_t peak_blocks_var = 0;
+  uint64_t in_use_bytes_var = 0;
+  uint64_t in_use_blocks_var = 0;
+  uint64_t python_allocated_bytes_var = 0;
+  uint64_t python_peak_bytes_var = 0;
+  uint64_t python_in_use_bytes_var = 0;
+  uint64_t temporary_var = 0;
+  uint64_t temporary_bytes_var = 0;
 
   void Add(const StackStats& o);  // every field of kStackStatFields
 };
 
+// Variances are whole numbers, so that a free takes back exactly what its allocation added:
+// bytes in units of rate^2/65536 (one block adds at most 65536 of them: s^2(1-p)/p^2 <= rate^2
+// for every s), blocks in units of 1/256 block^2 (a tiny block's 1/p^2 is large, so the unit
+// is coarser: a capture overflows only after ~10^11 sampled allocations of 1 byte).
+inline constexpr double kByteVarianceUnits = 65536;  // per rate^2
+inline constexpr double kBlockVarianceUnits = 256;   // per block^2
+// Standard errors from those variances, for a capture sampled at `rate` (0: none).
+struct ErrorScale {
+  uint64_t rate = 0;
+  bool sampled() const { return rate != 0; }
+  double Bytes(uint64_t var) const {
+    return static_cast<double>(rate) * std::sqrt(static_cast<double>(var) / kByteVarianceUnits);
+  }
+  double Blocks(uint64_t var) const {
+    return std::sqrt(static_cast<double>(var) / kBlockVarianceUnits);
+  }
+  double Of(uint64_t var, bool blocks) const { return blocks ? Blocks(var) : Bytes(var); }
+};
+
 // One field of StackStats. json_key: its name in the JSON rows (docs/json-output.md: the
 // in-use figures keep their old "leaked" keys), "" for a figure the rows do not carry; blocks:
-// a count of blocks, which a replay keeps in 1/65536ths (replayer.h, kCountUnit).
+// a count of blocks, which a replay keeps in 1/65536ths (replayer.h, kCountUnit); variance:
+// the field holding its variance in a sampled capture (JSON: FIELD_error), nullptr for none.
 struct StackStatField {
   uint64_t StackStats::*member;
   const char* json_key;
   bool blocks;
+  uint64_t StackStats::*variance = nullptr;
 };
 // In the order of the JSON rows.
 inline constexpr StackStatField kStackStatFields[] = {
-    {&StackStats::allocations, "allocations", true},
-    {&StackStats::allocated_bytes, "allocated_bytes", false},
-    {&StackStats::peak_bytes, "peak_bytes", false},
-    {&StackStats::peak_blocks, "peak_blocks", true},
-    {&StackStats::in_use_bytes, "leaked_bytes", false},
-    {&StackStats::in_use_blocks, "leaked_blocks", true},
-    {&StackStats::python_allocated_bytes, "python_allocated_bytes", false},
-    {&StackStats::python_peak_bytes, "python_peak_bytes", false},
-    {&StackStats::python_in_use_bytes, "python_leaked_bytes", false},
+    {&StackStats::allocations, "allocations", true, &StackStats::allocations_var},
+    {&StackStats::allocated_bytes, "allocated_bytes", false, &StackStats::allocated_bytes_var},
+    {&StackStats::peak_bytes, "peak_bytes", false, &StackStats::peak_bytes_var},
+    {&StackStats::peak_blocks, "peak_blocks", true, &StackStats::peak_blocks_var},
+    {&StackStats::in_use_bytes, "leaked_bytes", false, &StackStats::in_use_bytes_var},
+    {&StackStats::in_use_blocks, "leaked_blocks", true, &StackStats::in_use_blocks_var},
+    {&StackStats::python_allocated_bytes, "python_allocated_bytes", false,
+     &StackStats::python_allocated_bytes_var},
+    {&StackStats::python_peak_bytes, "python_peak_bytes", false,
+     &StackStats::python_peak_bytes_var},
+    {&StackStats::python_in_use_bytes, "python_leaked_bytes", false,
+     &StackStats::python_in_use_bytes_var},
     {&StackStats::mapping_allocated_bytes, "mapping_allocated_bytes", false},
     {&StackStats::mapping_peak_bytes, "mapping_peak_bytes", false},
     {&StackStats::mapping_in_use_bytes, "mapping_leaked_bytes", false},
-    {&StackStats::temporary, "", true},
-    {&StackStats::temporary_bytes, "", false},
+    {&StackStats::temporary, "", true, &StackStats::temporary_var},
+    {&StackStats::temporary_bytes, "", false, &StackStats::temporary_bytes_var},
+    {&StackStats::allocations_var, "", false},
+    {&StackStats::allocated_bytes_var, "", false},
+    {&StackStats::peak_bytes_var, "", false},
+    {&StackStats::peak_blocks_var, "", false},
+    {&StackStats::in_use_bytes_var, "", false},
+    {&StackStats::in_use_blocks_var, "", false},
+    {&StackStats::python_allocated_bytes_var, "", false},
+    {&StackStats::python_peak_bytes_var, "", false},
+    {&StackStats::python_in_use_bytes_var, "", false},
+    {&StackStats::temporary_var, "", false},
+    {&StackStats::temporary_bytes_var, "", false},
 };
 
 // A field added to StackStats and not to its list fails here.
@@ -78,6 +128,11 @@ inline void CopyInUseToPeak(StackStats* s) {
   s->peak_blocks = s->in_use_blocks;
   s->python_peak_bytes = s->python_in_use_bytes;
   s->mapping_peak_bytes = s->mapping_in_use_bytes;
+}
+inline void CopyInUseVarianceToPeak(StackStats* s) {
+  s->peak_bytes_var = s->in_use_bytes_var;
+  s->peak_blocks_var = s->in_use_blocks_var;
+  s->python_peak_bytes_var = s->python_in_use_bytes_var;
 }
 
 struct Totals {
@@ -117,33 +172,51 @@ struct Totals {
   uint64_t unmatched_frees = 0;    // frees of blocks allocated before recording began
   uint64_t dropped_events = 0;
   uint64_t events = 0;
+  // Variances of the sampled figures (StackStats' *_var, same units).
+  uint64_t allocations_var = 0;
+  uint64_t allocated_bytes_var = 0;
+  uint64_t frees_var = 0;
+  uint64_t peak_bytes_var = 0;
+  uint64_t peak_blocks_var = 0;
+  uint64_t in_use_bytes_var = 0;
+  uint64_t in_use_blocks_var = 0;
+  uint64_t python_allocated_bytes_var = 0;
+  uint64_t temporary_var = 0;
 };
 
 // One field of Totals. json_key: its name in the "totals" object of the JSON output, "" for
 // one written elsewhere or not at all; blocks: as StackStatField::blocks; replayed: built up
 // event by event, so part of the replay's saved state (the others are metadata, or set once
 // the replay is over from the live set); per_stack: the StackStats figure it is the sum of over
-// the stacks, which a filter that drops stacks sums again (stack_filter.h), nullptr for none.
+// the stacks, which a filter that drops stacks sums again (stack_filter.h), nullptr for none;
+// variance: as StackStatField::variance.
 struct TotalsField {
   uint64_t Totals::*member;
   const char* json_key;
   bool blocks;
   bool replayed;
   uint64_t StackStats::*per_stack = nullptr;
+  uint64_t Totals::*variance = nullptr;
 };
 inline constexpr TotalsField kTotalsFields[] = {
-    {&Totals::allocations, "allocations", true, true, &StackStats::allocations},
-    {&Totals::allocated_bytes, "allocated_bytes", false, true, &StackStats::allocated_bytes},
-    {&Totals::frees, "frees", true, true},
-    {&Totals::peak_bytes, "peak_bytes", false, true, &StackStats::peak_bytes},
-    {&Totals::peak_blocks, "peak_blocks", true, true, &StackStats::peak_blocks},
+    {&Totals::allocations, "allocations", true, true, &StackStats::allocations,
+     &Totals::allocations_var},
+    {&Totals::allocated_bytes, "allocated_bytes", false, true, &StackStats::allocated_bytes,
+     &Totals::allocated_bytes_var},
+    {&Totals::frees, "frees", true, true, nullptr, &Totals::frees_var},
+    {&Totals::peak_bytes, "peak_bytes", false, true, &StackStats::peak_bytes,
+     &Totals::peak_bytes_var},
+    {&Totals::peak_blocks, "peak_blocks", true, true, &StackStats::peak_blocks,
+     &Totals::peak_blocks_var},
     {&Totals::peak_seq, "", false, true},
-    {&Totals::in_use_bytes, "in_use_at_exit_bytes", false, false, &StackStats::in_use_bytes},
-    {&Totals::in_use_blocks, "in_use_at_exit_blocks", true, false, &StackStats::in_use_blocks},
+    {&Totals::in_use_bytes, "in_use_at_exit_bytes", false, false, &StackStats::in_use_bytes,
+     &Totals::in_use_bytes_var},
+    {&Totals::in_use_blocks, "in_use_at_exit_blocks", true, false, &StackStats::in_use_blocks,
+     &Totals::in_use_blocks_var},
     {&Totals::runtime_bytes, "", false, false},
     {&Totals::runtime_blocks, "", false, false},
     {&Totals::python_allocated_bytes, "python_allocated_bytes", false, true,
-     &StackStats::python_allocated_bytes},
+     &StackStats::python_allocated_bytes, &Totals::python_allocated_bytes_var},
     {&Totals::heap_peak_bytes, "", false, true},
     {&Totals::mapping_peak_bytes, "", false, true},
     {&Totals::mapping_at_peak_bytes, "", false, false, &StackStats::mapping_peak_bytes},
@@ -154,10 +227,19 @@ inline constexpr TotalsField kTotalsFields[] = {
     {&Totals::arena_in_use_bytes, "pymalloc_arena_at_exit_bytes", false, false},
     {&Totals::mimalloc_peak_bytes, "mimalloc_mapped_peak_bytes", false, true},
     {&Totals::mimalloc_in_use_bytes, "mimalloc_mapped_at_exit_bytes", false, false},
-    {&Totals::temporary, "temporary", true, true, &StackStats::temporary},
+    {&Totals::temporary, "temporary", true, true, &StackStats::temporary, &Totals::temporary_var},
     {&Totals::unmatched_frees, "unmatched_frees", false, true},
     {&Totals::dropped_events, "dropped_events", false, false},
     {&Totals::events, "events", false, true},
+    {&Totals::allocations_var, "", false, true, &StackStats::allocations_var},
+    {&Totals::allocated_bytes_var, "", false, true, &StackStats::allocated_bytes_var},
+    {&Totals::frees_var, "", false, true},
+    {&Totals::peak_bytes_var, "", false, true, &StackStats::peak_bytes_var},
+    {&Totals::peak_blocks_var, "", false, true, &StackStats::peak_blocks_var},
+    {&Totals::in_use_bytes_var, "", false, false, &StackStats::in_use_bytes_var},
+    {&Totals::in_use_blocks_var, "", false, false, &StackStats::in_use_blocks_var},
+    {&Totals::python_allocated_bytes_var, "", false, true, &StackStats::python_allocated_bytes_var},
+    {&Totals::temporary_var, "", false, true, &StackStats::temporary_var},
 };
 static_assert(sizeof(Totals) == std::size(kTotalsFields) * sizeof(uint64_t));
 

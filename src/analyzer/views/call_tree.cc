@@ -62,23 +62,31 @@ std::unique_ptr<TreeNode> BuildCallTree(const Profile& profile, StackResolver* r
   for (const auto& [stack_id, stats] : profile.stacks) {
     uint64_t value = SortValue(stats, metric);
     if (value == 0) continue;
+    uint64_t var = SortVariance(stats, metric);
     Stack frames = resolver->Frames(stack_id);
     size_t site = resolver->SiteIndex(frames);
     TreeNode* node = root.get();
     node->total += value;
+    node->total_var += var;
     if (bottom_up) {
       for (size_t i = site; i < frames.size(); ++i) {
         node = ChildFor(node, *frames[i]);
         node->total += value;
+        node->total_var += var;
         // In a bottom-up tree the first level carries the bytes allocated right there.
-        if (i == site) node->self += value;
+        if (i == site) {
+          node->self += value;
+          node->self_var += var;
+        }
       }
     } else {
       for (size_t i = frames.size(); i > site; --i) {
         node = ChildFor(node, *frames[i - 1]);
         node->total += value;
+        node->total_var += var;
       }
       node->self += value;
+      node->self_var += var;
     }
   }
   return root;
@@ -90,6 +98,7 @@ void PruneTree(TreeNode* node, uint64_t min_total) {
   for (auto& child : kids) {
     if (child->total < min_total) {
       node->pruned_total += child->total;
+      node->pruned_total_var += child->total_var;
       ++node->pruned_children;
       child.reset();
     }

@@ -23,6 +23,8 @@ struct TreeNode {
   uint64_t self = 0;   // metric of stacks that end here
   uint64_t total = 0;  // self plus every descendant
   uint64_t pruned_total = 0;  // part of total held by children removed by PruneTree
+  // A sampled capture: the variances of self, total and pruned_total (stats.h, ErrorScale).
+  uint64_t self_var = 0, total_var = 0, pruned_total_var = 0;
   size_t pruned_children = 0;
   std::vector<std::unique_ptr<TreeNode>> children;
 

@@ -24,6 +24,8 @@ std::vector<SiteHistogram> BuildSiteHistograms(const Profile& p, StackResolver* 
     for (size_t b = 0; b < h->second.size() && b < g.buckets.size(); ++b) {
       g.buckets[b].count += h->second[b].count;
       g.buckets[b].bytes += h->second[b].bytes;
+      g.buckets[b].count_var += h->second[b].count_var;
+      g.buckets[b].bytes_var += h->second[b].bytes_var;
     }
   }
   std::vector<SiteHistogram> out;

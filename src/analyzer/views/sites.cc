@@ -91,6 +91,16 @@ uint64_t SortValue(const StackStats& s, SortBy by) {
   return 0;
 }
 
+uint64_t SortVariance(const StackStats& s, SortBy by) {
+  switch (by) {
+    case SortBy::kPeak: return s.peak_bytes_var;
+    case SortBy::kAllocated: return s.allocated_bytes_var;
+    case SortBy::kCount: return s.allocations_var;
+    case SortBy::kLeaked: return s.in_use_bytes_var;
+  }
+  return 0;
+}
+
 void SortRows(std::vector<SiteRow>* rows, SortBy by) {
   std::stable_sort(rows->begin(), rows->end(), [by](const SiteRow& a, const SiteRow& b) {
     uint64_t va = SortValue(a.stats, by), vb = SortValue(b.stats, by);

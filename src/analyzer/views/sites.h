@@ -36,6 +36,7 @@ void SortRows(std::vector<SiteRow>* rows, SortBy by);
 // The first `limit` rows by `by` (SortRows' order), none whose value is 0.
 std::vector<SiteRow> TopRows(std::vector<SiteRow> rows, SortBy by, size_t limit);
 uint64_t SortValue(const StackStats& s, SortBy by);
+uint64_t SortVariance(const StackStats& s, SortBy by);  // its variance (stats.h)
 // Sites by source line (GroupBy::kLine's key), numbered in the order first met, each stack's
 // site remembered: the report's TopX rows, checkpoints and address map refer to sites by number.
 struct LineSite {
