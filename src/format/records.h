@@ -4,7 +4,8 @@
 // reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore: 8.1
-// writes kEnd reason 4, "stopped", at the end of a span). Nothing was released before Python
+// writes kEnd reason 4, "stopped", at the end of a span; 8.2 adds exact_from to kSampling, in a
+// layout an 8.1 reader refuses as a rate of 0 rather than misread). Nothing was released before Python
 // support, which is part of 1.0; the
 // instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
 // (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
@@ -24,11 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "format/sampling_model.h"
+
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
 inline constexpr uint16_t kFormatMajor = 8;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
 // section 5): a reader keeps the allocations of this many chunks.
@@ -251,12 +254,15 @@ struct StringRecord {
   std::string text;
 };
 
-// A sampled image: each byte of a heap allocation (kinds 1-12) was sampled with probability
-// 1/rate, so a block of size s is recorded with probability 1 - exp(-s/rate), and its free only
-// when the block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale
-// each recorded block back by 1 / (1 - exp(-s/rate)) (docs/sampling.md).
+// A sampled image: each byte of a heap allocation (kinds 1-12) smaller than exact_from was
+// sampled with probability 1/rate, so such a block of size s is recorded with probability
+// 1 - exp(-s/rate); a block of exact_from bytes or more is always recorded; a free only when its
+// block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale each
+// recorded block back by 1 / SamplingModel{rate, exact_from}.RecordProbability(s)
+// (sampling_model.h, docs/sampling.md). Captures before 8.2 have no threshold.
 struct SamplingRecord {
-  uint64_t rate = 0;  // mean bytes between samples; > 0
+  uint64_t rate = 0;                          // mean bytes between samples; > 0
+  uint64_t exact_from = kNoExactThreshold;  // blocks of this size or more are recorded whole
 };
 
 struct PythonCodeRecord {

@@ -64,7 +64,10 @@ class Replayer : public format::RecordVisitor {
   void OnString(const format::StringRecord& r) override { p_->strings[r.id] = r.text; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
-  void OnSampling(const format::SamplingRecord& r) override { p_->sample_rate = r.rate; }
+  void OnSampling(const format::SamplingRecord& r) override {
+    p_->sample_rate = r.rate;
+    p_->sample_exact_from = r.exact_from;
+  }
   void OnEvent(const format::Event& e) override;
   // Worth it once the live blocks' table outgrows the second-level cache (churn's stays small).
   bool WantsUpcoming() const override { return heap_.table_bytes() > (size_t{1} << 20); }
