@@ -364,7 +364,8 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     }
     if (!setting) {
       return "unknown option '" + key +
-             "' (the options are sample_rate, sample_exact_from, sample_seed, python_frames, native)";
+             "' (the options are sample_rate, sample_exact_from, sample_seed, python_frames, "
+             "native)";
     }
     if (!valid) return key + "='" + value + "' is not a number";
     *setting->value = number;
