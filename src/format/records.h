@@ -4,16 +4,17 @@
 // reads). Byte-level specification: docs/capture-format.md; keep the two in step. Records
 // carry no length, so a reader cannot skip what it does not know: a new record type or event
 // kind bumps kFormatMajor (kFormatMinor is for additions an older reader can ignore: 8.1
-// writes kEnd reason 4, "stopped", at the end of a span; 8.2 adds exact_from to kSampling, in a
-// layout an 8.1 reader refuses as a rate of 0 rather than misread). Nothing was released
-// before Python support, which is part of 1.0; the instrumentation API (custom heaps,
-// markers, snapshots, type tags) and sampled captures (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
+// writes kEnd reason 4, "stopped", at the end of a span). Nothing was released before Python
+// support, which is part of 1.0; the
+// instrumentation API (custom heaps, markers, snapshots, type tags) and sampled captures
+// (kSampling) made it 2.0, back-references in the event batches 3.0, stack-node parents coded
 // relative to the node and back-references that reach into the previous chunk 4.0,
 // back-references that reach kReleaseReachChunks chunks back 5.0, allocations coded as a
 // block released earlier in the chunk (the reuses column) 6.0, and the protection of
 // anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
-// 8.0. Readers read their own major only.
+// 8.0. Readers read their own major only. 8.2 adds exact_from to kSampling, in a layout an 8.1
+// reader refuses (as a rate of 0) rather than misreads.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
