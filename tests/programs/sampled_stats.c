@@ -3,7 +3,7 @@
 // that a hundred seeds fit in a test. Sizes in tests/e2e/test_sampling.py (StatsProgram).
 //
 //   temp:  10,000 blocks of 1,000 bytes, each freed at once (allocated only)
-//   small: 20,000 blocks of 1,000 bytes, all live at the peak, every other one freed after it
+//   small: 50,000 blocks of 1,000 bytes, all live at the peak, every other one freed after it
 //   mixed: 200 blocks of 64 KiB x (1 + i % 16), all live at the peak, every other one freed
 //   large: 10 blocks of 1,000,000 bytes, never freed
 //   bulk:  40 blocks of 1,000,000 bytes and 250 of 1,000, never freed
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { kTempCount = 10000, kSmallCount = 20000, kMixedCount = 200, kLargeCount = 10 };
+enum { kTempCount = 10000, kSmallCount = 50000, kMixedCount = 200, kLargeCount = 10 };
 enum { kBulkLarge = 40, kBulkSmall = 250 };
 
 static void* temp(size_t size) { return malloc(size); }   // @temp
