@@ -412,3 +412,23 @@ def test_top_sites_rank_as_full_tracing_where_their_intervals_part(stats):
                 assert (sites[a][key] > sites[b][key]) == (full[a][key] > full[b][key]), (
                     key, a, b, sites[a][key], sites[b][key])
     assert checked > 100 * len(STATS_FIGURES) * 5  # most pairs part: the ranking is checked
+
+
+def test_a_span_records_blocks_of_the_rate_or_more_whole(tmp_path):
+    """A span (memlens_start in a program that dlopens the agent, no memlens run) samples under
+    the environment's MEMLENS_SAMPLE_RATE and writes the same kSampling record: at 8 KiB its
+    blocks of 10,001 and 20,002 bytes are recorded whole, exactly, under every seed (before,
+    each was recorded with probability 0.70 and 0.91 and weighted up)."""
+    for seed in range(1, 6):
+        one, two = tmp_path / f"one{seed}.mlens", tmp_path / f"two{seed}.mlens"
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MEMLENS_OUTPUT")}
+        env.update(MEMLENS_SAMPLE_RATE="8192", MEMLENS_SAMPLE_SEED=str(seed))
+        proc = subprocess.run([str(PROGRAMS / "span_api"), str(BUILD / "lib" / "libmemlens.so"),
+                               str(one), str(two), str(tmp_path / "missing" / "x.mlens")],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        for capture, marker, size in ((one, "first_span", 10001), (two, "second_span", 20002)):
+            recorded = Recorded(proc, capture)
+            assert recorded.analyze("summary")["capture"]["sample_rate"] == 8192
+            row = recorded.row_at("span_api.c", marker)
+            assert (row["allocations"], row["allocated_bytes"]) == (1, size), (seed, row)
