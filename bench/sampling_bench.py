@@ -5,10 +5,11 @@ Two measurements, each with the configurations interleaved round-robin (the orde
 repetition) so machine noise hits all columns alike, after one unmeasured warm-up run:
 
 1. Overhead: the churn workloads of bench/run.py (1 and 4 threads) unprofiled, sampled at the
-   default rate and at 64, 128, 256 and 512 KiB (tcmalloc's and heapprofd's rate; the sweep
-   shows what each rate costs beside the accuracy it gives), sampling's short path
-   alone (a rate of 1 TiB: every allocation counts down and every free asks the filter, but
-   nothing is sampled, so this is the floor that sampled blocks add to) and fully traced.
+   default rate (512 KiB, blocks of the rate or more recorded whole), at 512 KiB without exact
+   blocks (MEMLENS_SAMPLE_EXACT_FROM=2^62: what recording large blocks whole costs), at 32 KiB
+   (the default before issue 32), sampling's short path alone (a rate of 1 TiB: every
+   allocation counts down and every free asks the filter, but nothing is sampled, so this is
+   the floor that sampled blocks add to) and fully traced.
 2. Threads: churn with 1, 2, 4 and 8 threads (the same total work), unprofiled and sampled at
    the default rate. A lock shared by all threads would make the slowdown grow with the thread
    count; the figure of merit is slowdown(8 threads) / slowdown(1 thread), which should stay
@@ -18,8 +19,12 @@ repetition) so machine noise hits all columns alike, after one unmeasured warm-u
    whose bits fill as more sampled blocks stay live unless it grows with them. The ratio is
    of the churn phase's own wall time (the program times it).
 
-`--baseline-build-dir DIR` adds the same sampled runs with another build (before/after, in the
-same rounds) to every table.
+`--baseline-build-dir DIR` adds the sampled runs of another build at 512 KiB and at 32 KiB
+(before/after, in the same rounds) to every table.
+
+The choice of exact_from (the size from which blocks are recorded whole) is a matter of the
+model alone (records per byte against the error of an estimate), printed as its own table: see
+threshold_table.
 
 Slowdowns are medians of per-repetition ratios to the unprofiled run of the same repetition,
 both in wall time and in CPU time (user + system of the whole process, all threads: on a busy
@@ -28,6 +33,7 @@ and prints it. Stdlib only; needs g++ and a built memlens (see bench/README.md).
 """
 import argparse
 import datetime
+import math
 import os
 import platform
 import re
@@ -39,27 +45,36 @@ from pathlib import Path
 from harness import run_with_cpu, tail
 from run import ITERATIONS, RESULTS, ROOT, build
 
-SWEEP_KIB = [64, 128, 256, 512]  # rates beside the default (32 KiB, docs/sampling.md)
-RATE_KIB = {"sampled (default rate)": 32, **{f"sampled {r} KiB": r for r in SWEEP_KIB}}
+DEFAULT = "sampled 512 KiB (default)"
+NO_EXACT = "sampled 512 KiB, no exact blocks"
+RATE_KIB = {DEFAULT: 512, NO_EXACT: 512, "sampled 32 KiB": 32}
 CONFIGS = {  # name -> memlens run options (None: unprofiled)
     "unprofiled": None,
-    "sampled (default rate)": ["--sample"],
-    **{f"sampled {r} KiB": ["--sample-rate", f"{r}K"] for r in SWEEP_KIB},
+    DEFAULT: ["--sample"],
+    NO_EXACT: ["--sample"],
+    "sampled 32 KiB": ["--sample-rate", "32K"],
     "short path only (1 TiB)": ["--sample-rate", "1T"],
     "full tracing": [],
 }
+CONFIG_ENV = {NO_EXACT: {"MEMLENS_SAMPLE_EXACT_FROM": str(1 << 62)}}
 THREADS = [1, 2, 4, 8]
 HEAPS_MIB = [0, 1024, 4096]
-# The accuracy bar of the sampling tests (tests/e2e/test_sampling.py): estimates within 5% on
-# 75 MB leaked in 32-byte blocks, the smallest figure they check.
+# The error column: the relative standard error of an estimate over 75 MB of small blocks.
 ACCURACY_BYTES = 75_000_000
-BASELINE = "sampled, baseline build"
+BASELINES = {"baseline build, 512 KiB": ["--sample-rate", "512K"],
+             "baseline build, 32 KiB": ["--sample-rate", "32K"]}
 
 
-def one_run(memlens, options, command, log, capture):
+def one_run(memlens, options, command, log, capture, env=None):
     cmd = command if options is None else (
         [str(memlens), "run", "-o", str(capture)] + options + ["--"] + command)
-    rc, wall, cpu, _ = run_with_cpu(cmd, log)
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        rc, wall, cpu, _ = run_with_cpu(cmd, log)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     text = Path(log).read_text(errors="replace")
     if capture.exists():
         capture.unlink()
@@ -87,10 +102,10 @@ def measure(memlens, jobs, runs):
             if isinstance(options, tuple):
                 binary, options = options
             r = one_run(binary, options, command, RESULTS / "sampling.log",
-                        RESULTS / "sampling.mlens")
+                        RESULTS / "sampling.mlens", CONFIG_ENV.get(key[1]))
             results[key].append(r)
             shown = r.get("error") or f"{r['wall']:.3f} s wall, {r['cpu']:.3f} s CPU"
-            print(f"[{rep + 1}/{runs}] {key[0]:10} {key[1]:24} {shown}", flush=True)
+            print(f"[{rep + 1}/{runs}] {key[0]:10} {key[1]:32} {shown}", flush=True)
     return results
 
 
@@ -106,6 +121,24 @@ def fastest_ratio(results, workload, config):
     base = [r["wall"] for r in results[(workload, "unprofiled")] if "wall" in r]
     runs = [r["wall"] for r in results[(workload, config)] if "wall" in r]
     return min(runs) / min(base) if runs and base else None
+
+
+def threshold_table(rate=512 * 1024):
+    """The model's trade for exact_from at `rate`, on blocks of log-uniform sizes from 1 KiB to
+    8 MiB: recorded blocks per GiB allocated (the cost: each is a stack unwound and an event
+    written) and the relative standard error of a 1 GiB figure of such blocks."""
+    sizes = [1024 * 8192 ** (i / 1999) for i in range(2000)]  # 1 KiB..8 MiB, equal counts
+    total = sum(sizes)
+    rows = []
+    for label, exact_from in (("rate / 4", rate / 4), ("rate / 2", rate / 2), ("rate", rate),
+                              ("2 x rate", 2 * rate), ("4 x rate", 4 * rate), ("none", math.inf)):
+        p = [1.0 if s >= exact_from else -math.expm1(-s / rate) for s in sizes]
+        records = sum(p) / total * (1 << 30)
+        variance = sum(s * s * (1 - q) / q for s, q in zip(sizes, p)) / total * (1 << 30)
+        worst = 1 / -math.expm1(-exact_from / rate)  # blocks of exact_from bytes: p=1, was this
+        rows.append(f"| {label} | {records:,.0f} | {100 * math.sqrt(variance) / (1 << 30):.2f}% | "
+                    f"{worst:.2f} |")
+    return rows
 
 
 def fmt(value, spec=".2f"):
@@ -129,7 +162,7 @@ def main():
         baseline = args.baseline_build_dir.resolve() / "bin" / "memlens"
         if not os.access(baseline, os.X_OK):
             sys.exit(f"memlens: {baseline} not found; build it first (bench/README.md)")
-        configs[BASELINE] = (baseline, ["--sample"])
+        configs.update({name: (baseline, o) for name, o in BASELINES.items()})
     if not os.access(memlens, os.X_OK):
         sys.exit(f"memlens: {memlens} not found; build it first (bench/README.md)")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -139,7 +172,7 @@ def main():
     overhead_jobs = {(f"churn_{t}t", c): (o, [churn, str(t), str(iterations)])
                      for t in (1, 4) for c, o in configs.items()}
     overhead = measure(memlens, overhead_jobs, runs)
-    scaling_configs = [c for c in configs if c in ("unprofiled", "sampled (default rate)", BASELINE)]
+    scaling_configs = [c for c in configs if c in ("unprofiled", DEFAULT, *BASELINES)]
     scaling_jobs = {(f"{t} threads", c): (configs[c], [churn, str(t), str(iterations)])
                     for t in THREADS for c in scaling_configs}
     scaling = measure(memlens, scaling_jobs, runs)
@@ -161,8 +194,9 @@ load average at the end {os.getloadavg()[0]:.1f}. Runs per configuration: {runs}
 {iterations:,} churn steps per run (one free and one allocation of 16..4096 bytes each,
 bench/workloads/churn.cc), the same total work whatever the thread count.
 
-Method: see the docstring of bench/sampling_bench.py. "Sampled (default rate)" is
-`memlens run --sample` (one byte in 32 KiB, docs/sampling.md); seeds are random. Each cell is
+Method: see the docstring of bench/sampling_bench.py. "Sampled 512 KiB (default)" is
+`memlens run --sample` (one byte in 512 KiB, blocks of 512 KiB or more recorded whole,
+docs/sampling.md); the baseline build's runs are `--sample-rate` 512K and 32K; seeds are random. Each cell is
 the median over the repetitions of the ratio to the unprofiled run of the same repetition;
 "fastest ÷ fastest" divides the fastest run of a configuration by the fastest unprofiled run.
 This machine is shared: back-to-back runs of one command differ by up to a third, and medians
@@ -172,9 +206,9 @@ differences as noise.
 ## Overhead on the churn workloads
 
 The last column is what a rate gives up: the relative standard error, sqrt(rate / bytes), of
-an estimate over 75 MB of blocks much smaller than the rate (the leak the sampling tests
-check to 5%, tests/e2e/test_sampling.py). 5% is 2.4 standard errors at 32 KiB, 1.7 at 64 KiB,
-1.2 at 128 KiB.
+an estimate over 75 MB of blocks much smaller than the rate (each figure now shows its own).
+Churn's blocks are 16..4096 bytes: none is large enough to be recorded whole, so the two
+512 KiB rows differ only by noise.
 
 | workload | configuration | × unprofiled (wall) | × unprofiled (CPU) | fastest ÷ fastest (wall) | median wall s | median CPU s | std. error on 75 MB |
 |---|---|---|---|---|---|---|---|"""]
@@ -193,7 +227,7 @@ check to 5%, tests/e2e/test_sampling.py). 5% is 2.4 standard errors at 32 KiB, 1
     lines.append("""
 ## Threads: no lock contention
 
-Slowdown of `memlens run --sample` over unprofiled at each thread count, and that slowdown
+Slowdown of `memlens run --sample` (512 KiB) over unprofiled at each thread count, and that slowdown
 divided by the 1-thread one (the bar: under 1.2 at 8 threads).
 
 | threads | × unprofiled (wall) | × unprofiled (CPU) | ÷ 1-thread slowdown (wall) | ÷ 1-thread slowdown (CPU) |
@@ -203,15 +237,15 @@ divided by the 1-thread one (the bar: under 1.2 at 8 threads).
         for t in THREADS:
             s = {m: slowdown(scaling, f"{t} threads", config, m) for m in one}
             rel = {m: s[m] / one[m] if s[m] and one[m] else None for m in one}
-            name = f"{t}" if config == "sampled (default rate)" else f"{t} ({config})"
+            name = f"{t}" if config == DEFAULT else f"{t} ({config})"
             lines.append(f"| {name} | {fmt(s['wall'])} | {fmt(s['cpu'])} | {fmt(rel['wall'])} | "
                          f"{fmt(rel['cpu'])} |")
     lines.append(f"""
 ## Large heaps: the filter of sampled blocks
 
 `bench/workloads/big_heap.cc`: {int(heap_steps):,} steps of freeing a block and allocating
-16..255 bytes, beside a heap of 4 KiB blocks kept live (at the default rate about 30,000
-sampled blocks a GiB, each setting a bit of the filter that every free asks). The ratio is of
+16..255 bytes, beside a heap of 4 KiB blocks kept live (at 512 KiB about 2,000 sampled
+blocks a GiB, at 32 KiB about 30,000, each setting a bit of the filter that every free asks). The ratio is of
 the churn phase's own wall time, which the program measures: building a 4 GiB heap took from
 1.4 to 6.4 s in back-to-back runs of the same command on this virtual machine (the first touch
 of its memory), which would swamp the whole run's ratio.
@@ -229,6 +263,17 @@ of its memory), which would swamp the whole run's ratio.
         lines.append(f"| {workload} | {config} | {fmt(slowdown(heaps, workload, config, 'churn'))} | "
                      f"{fmt(statistics.median(r['churn'] for r in results), '.3f')} | "
                      f"{fmt(statistics.median(base) if base else None, '.3f')} |")
+    lines.append("""
+## The threshold of exact blocks (the model)
+
+Blocks of log-uniform sizes from 1 KiB to 8 MiB at 512 KiB: what each choice of exact_from
+records per GiB allocated, the relative standard error of a 1 GiB figure of such blocks, and
+the most it multiplies the records of a program whose blocks are all of one size (blocks of
+exact_from bytes, recorded always instead of with probability 1 - exp(-exact_from / rate)).
+
+| exact_from | blocks recorded per GiB | std. error on 1 GiB | most records × none |
+|---|---|---|---|""")
+    lines += threshold_table()
     text = "\n".join(lines) + "\n"
     (ROOT / "docs" / "benchmarks-sampling.md").write_text(text)
     print("\n" + text)

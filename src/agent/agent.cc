@@ -273,8 +273,11 @@ void InitializeOnce() {
     }
     g_after_exec = true;
   }
-  uint64_t rate, seed;
+  uint64_t rate, exact_from, seed;
   if (!ParseSetting(getenv("MEMLENS_SAMPLE_RATE"), &rate)) g_bad_setting = "MEMLENS_SAMPLE_RATE";
+  if (!ParseSetting(getenv("MEMLENS_SAMPLE_EXACT_FROM"), &exact_from)) {
+    g_bad_setting = "MEMLENS_SAMPLE_EXACT_FROM";
+  }
   if (!ParseSetting(getenv("MEMLENS_SAMPLE_SEED"), &seed)) g_bad_setting = "MEMLENS_SAMPLE_SEED";
   if (g_bad_setting) {
     g_state.store(kPassive);
@@ -285,7 +288,7 @@ void InitializeOnce() {
   g_recorder_ready = true;
   // Sampling is set before the first event, and never changes: every event of the image is
   // under the same rule, which the writer states in the capture (kSampling).
-  g_sampler_failed = rate != 0 && !ConfigureSampling(rate, seed);
+  g_sampler_failed = rate != 0 && !ConfigureSampling(rate, exact_from, seed);
   g_direct_short_path = rate != 0 && !g_sampler_failed && real::AllocatorIsLibc();
   g_guarded_short_path = rate != 0 && !g_sampler_failed && !g_direct_short_path;
   t_in_hook = false;
@@ -316,6 +319,7 @@ namespace {
 
 struct SpanOptions {
   uint64_t sample_rate = 0;
+  uint64_t sample_exact_from = 0;  // 0: the rate
   uint64_t sample_seed = 0;
   uint64_t python_frames = 0;  // 0: MEMLENS_PYTHON_FRAMES or every frame
   bool native = true;
@@ -329,6 +333,7 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     const char* variable;
     uint64_t* value;
   } settings[] = {{"sample_rate", "MEMLENS_SAMPLE_RATE", &out->sample_rate},
+                  {"sample_exact_from", "MEMLENS_SAMPLE_EXACT_FROM", &out->sample_exact_from},
                   {"sample_seed", "MEMLENS_SAMPLE_SEED", &out->sample_seed},
                   {"python_frames", "MEMLENS_PYTHON_FRAMES", &out->python_frames}};
   for (const Setting& s : settings) {
@@ -359,7 +364,8 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     }
     if (!setting) {
       return "unknown option '" + key +
-             "' (the options are sample_rate, sample_seed, python_frames, native)";
+             "' (the options are sample_rate, sample_exact_from, sample_seed, python_frames, "
+             "native)";
     }
     if (!valid) return key + "='" + value + "' is not a number";
     *setting->value = number;
@@ -386,6 +392,11 @@ std::string SpanRefusal(const SpanOptions& options) {
            std::to_string(g_sample_rate) + "): this span asks " +
            std::to_string(options.sample_rate);
   }
+  uint64_t exact_from = options.sample_exact_from ? options.sample_exact_from : options.sample_rate;
+  if ((g_spans > 0 || g_preloaded) && g_sample_rate && exact_from != g_sample_exact_from) {
+    return "sample_exact_from is fixed for the process by its first span (" +
+           std::to_string(g_sample_exact_from) + "): this span asks " + std::to_string(exact_from);
+  }
   return "";
 }
 
@@ -400,7 +411,8 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
     g_recorder_ready = true;
   }
   if (g_spans == 0 && !g_preloaded && options.sample_rate) {
-    if (!ConfigureSampling(options.sample_rate, options.sample_seed)) {
+    if (!ConfigureSampling(options.sample_rate, options.sample_exact_from,
+                           options.sample_seed)) {
       *error = "cannot map the table of sampled blocks";
       return false;
     }

@@ -28,7 +28,11 @@ struct Collector : RecordVisitor {
   std::vector<EndRecord> ends;
   std::vector<uint64_t> drops;
   std::vector<uint64_t> sampling_rates;
-  void OnSampling(const SamplingRecord& r) override { sampling_rates.push_back(r.rate); }
+  std::vector<uint64_t> exact_froms;
+  void OnSampling(const SamplingRecord& r) override {
+    sampling_rates.push_back(r.rate);
+    exact_froms.push_back(r.exact_from);
+  }
   void OnProcess(const ProcessRecord& r) override { processes.push_back(r); }
   void OnModule(const ModuleRecord& r) override { modules.push_back(r); }
   void OnModuleUnload(const ModuleUnloadRecord& r) override { unloads.push_back(r.id); }
@@ -152,7 +156,7 @@ TEST(Records, EveryTypeRoundTrips) {
   ModuleRecord module{3, 0x400000, "/bin/prog", std::string("\x01\x02\xff", 3),
                       {{0x401000, 0x2000}, {0x500000, 16}}};
   enc.Process(process);
-  enc.Sampling({524288});
+  enc.Sampling({524288, 262144});
   enc.Module(module);
   enc.ModuleUnload({3});
   enc.Thread({7, 12345});
@@ -174,6 +178,7 @@ TEST(Records, EveryTypeRoundTrips) {
   EXPECT_EQ(c.processes[0].argv, process.argv);
   EXPECT_EQ(c.processes[0].executable, "/bin/prog");
   EXPECT_EQ(c.sampling_rates, std::vector<uint64_t>{524288});
+  EXPECT_EQ(c.exact_froms, std::vector<uint64_t>{262144});
   ASSERT_EQ(c.modules.size(), 1u);
   EXPECT_EQ(c.modules[0].build_id, module.build_id);
   ASSERT_EQ(c.modules[0].segments.size(), 2u);
@@ -260,10 +265,26 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
                          std::string("\x01\x01\x01\x01\x7f\x01\x00\x00\x00\x01\x00\x00\x00", 13);
   EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
-  // A sampling rate of 0 would divide by zero in every estimate: refused.
-  std::string zero_rate = {static_cast<char>(RecordType::kSampling), '\0'};
+  // A sampling rate of 0 would divide by zero in every estimate: refused (8.2 layout: 0, rate,
+  // exact_from).
+  std::string zero_rate = {static_cast<char>(RecordType::kSampling), '\0', '\0', '\0'};
   EXPECT_FALSE(DecodeRecords(zero_rate, &c, &error));
   EXPECT_NE(error.find("rate 0"), std::string::npos) << error;
+}
+
+// Format 8.2 gave kSampling its exact_from; 8.1 captures (the rate alone) read as having no
+// threshold, and a sampling record without one round-trips as none.
+TEST(Records, SamplingThresholdAcrossVersions) {
+  Collector c;
+  std::string error;
+  std::string old_layout = {static_cast<char>(RecordType::kSampling), '\x40'};  // rate 64
+  ASSERT_TRUE(DecodeRecords(old_layout, &c, &error)) << error;
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Sampling({64});
+  ASSERT_TRUE(DecodeRecords(payload, &c, &error)) << error;
+  EXPECT_EQ(c.sampling_rates, (std::vector<uint64_t>{64, 64}));
+  EXPECT_EQ(c.exact_froms, (std::vector<uint64_t>{kNoExactThreshold, kNoExactThreshold}));
 }
 
 TEST(Records, BatchCountsMustMatchTheColumns) {

@@ -382,7 +382,13 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         break;
       }
       case RecordType::kSampling: {
+        // 8.1 and before: the rate alone. 8.2: 0, the rate, then exact_from (0: none).
         SamplingRecord r{c.Varint()};
+        if (c.ok() && r.rate == 0) {
+          r.rate = c.Varint();
+          uint64_t exact_from = c.Varint();
+          if (exact_from != 0) r.exact_from = exact_from;
+        }
         if (c.ok() && r.rate == 0) {
           *error = "sampling record with rate 0 at payload offset " + std::to_string(record_offset);
           return false;

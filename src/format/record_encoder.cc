@@ -105,7 +105,9 @@ void RecordEncoder::String(const StringRecord& r) {
 
 void RecordEncoder::Sampling(const SamplingRecord& r) {
   PutType(out_, RecordType::kSampling);
+  PutVarint(out_, 0);  // the 8.2 layout: a rate is never 0 (docs/capture-format.md)
   PutVarint(out_, r.rate);
+  PutVarint(out_, r.exact_from == kNoExactThreshold ? 0 : r.exact_from);
 }
 
 void RecordEncoder::BeginEvents(uint32_t thread) {

@@ -13,7 +13,8 @@
 // block released earlier in the chunk (the reuses column) 6.0, and the protection of
 // anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
-// 8.0. Readers read their own major only.
+// 8.0. Readers read their own major only. 8.2 adds exact_from to kSampling, in a layout an 8.1
+// reader refuses (as a rate of 0) rather than misreads.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -24,11 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "format/sampling_model.h"
+
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
 inline constexpr uint16_t kFormatMajor = 8;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
 // section 5): a reader keeps the allocations of this many chunks.
@@ -251,12 +254,15 @@ struct StringRecord {
   std::string text;
 };
 
-// A sampled image: each byte of a heap allocation (kinds 1-12) was sampled with probability
-// 1/rate, so a block of size s is recorded with probability 1 - exp(-s/rate), and its free only
-// when the block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale
-// each recorded block back by 1 / (1 - exp(-s/rate)) (docs/sampling.md).
+// A sampled image: each byte of a heap allocation (kinds 1-12) smaller than exact_from was
+// sampled with probability 1/rate, so such a block of size s is recorded with probability
+// 1 - exp(-s/rate); a block of exact_from bytes or more is always recorded; a free only when its
+// block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale each
+// recorded block back by 1 / SamplingModel{rate, exact_from}.RecordProbability(s)
+// (sampling_model.h, docs/sampling.md). Captures before 8.2 have no threshold.
 struct SamplingRecord {
-  uint64_t rate = 0;  // mean bytes between samples; > 0
+  uint64_t rate = 0;                          // mean bytes between samples; > 0
+  uint64_t exact_from = kNoExactThreshold;  // blocks of this size or more are recorded whole
 };
 
 struct PythonCodeRecord {

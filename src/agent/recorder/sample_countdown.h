@@ -14,7 +14,8 @@ namespace memlens::agent {
 // Counts an allocation of `size` bytes down on the thread's countdown: true when no sample
 // point falls in it (the count is then stored); false when one does, leaving the count for the
 // full path to redraw. The countdown is the number of bytes up to and including the next
-// sampled byte (0: not drawn yet), so one unsigned compare decides, whatever the size. The
+// sampled byte, clamped to the size from which blocks are recorded whole (0: not drawn yet), so
+// one unsigned compare decides, whatever the size: a block that large always fails it. The
 // bytes count before the allocation is made, so a failed allocation uses them up too: that
 // biases nothing, sample points being memoryless.
 inline bool CountsDownUnsampled(uint64_t* countdown, uint64_t size) {

@@ -14,6 +14,7 @@
 namespace memlens::agent {
 
 uint64_t g_sample_rate = 0;
+uint64_t g_sample_exact_from = 0;
 bool g_direct_short_path = false;
 bool g_guarded_short_path = false;
 constinit thread_local uint64_t t_bytes_to_sample = 0;
@@ -23,6 +24,8 @@ namespace {
 uint64_t g_seed = 0;
 std::atomic<uint64_t> g_thread_ordinal{0};
 thread_local uint64_t t_rng = 0;  // splitmix64 state; 0: this thread has not drawn yet
+// The part of the distance to the next sample point beyond the clamp of t_bytes_to_sample.
+thread_local uint64_t t_bytes_beyond = 0;
 // The block a realloc on this thread is replacing, when it was sampled: if the realloc fails,
 // the block lives on and goes back into the set.
 thread_local uint64_t t_realloc_address = 0;
@@ -44,9 +47,16 @@ uint64_t DrawDistance() {
   return d >= 0x1.0p62 ? (uint64_t{1} << 62) : static_cast<uint64_t>(d) + 1;
 }
 
+// Sets the distance to the next sample point: the short path counts down at most
+// g_sample_exact_from of it, so that any block that large fails its compare.
+void SetDistance(uint64_t distance) {
+  t_bytes_to_sample = distance < g_sample_exact_from ? distance : g_sample_exact_from;
+  t_bytes_beyond = distance - t_bytes_to_sample;
+}
+
 }  // namespace
 
-bool ConfigureSampling(uint64_t rate, uint64_t seed) {
+bool ConfigureSampling(uint64_t rate, uint64_t exact_from, uint64_t seed) {
   if (!g_sampled.Init()) return false;
   if (seed == 0) {  // no seed asked for: a different sequence in every run
     timespec ts;
@@ -57,6 +67,7 @@ bool ConfigureSampling(uint64_t rate, uint64_t seed) {
   }
   g_seed = seed;
   g_sample_rate = rate;
+  g_sample_exact_from = exact_from ? exact_from : rate;
   return true;
 }
 
@@ -67,12 +78,23 @@ bool SampleSlow(uint64_t size) {
     uint64_t ordinal = g_thread_ordinal.fetch_add(1, std::memory_order_relaxed);
     t_rng = g_seed ^ (ordinal * 0xD6E8FEB86659FD93ULL);
     if (t_rng == 0) t_rng = 1;
-    t_bytes_to_sample = DrawDistance();
-    if (CountsDownUnsampled(&t_bytes_to_sample, size)) return false;
+    SetDistance(DrawDistance());
+  }
+  // A large block is recorded whole and its bytes are not counted down. The sample points fall
+  // on the stream of the smaller blocks' bytes alone, and that stream is still a Poisson process
+  // of rate 1/rate: the distance left is exponential whatever came before (the process has no
+  // memory), so leaving bytes out of the stream changes no small block's chance, which stays
+  // 1 - exp(-s/rate), independent of the others. The estimator (weight 1/p per block) is unbiased
+  // for both kinds: p = 1 for the large ones.
+  if (size >= g_sample_exact_from) return true;
+  uint64_t left = t_bytes_to_sample + t_bytes_beyond;
+  if (size < left) {  // only the clamp ran out: no sample point in this block
+    SetDistance(left - size);
+    return false;
   }
   // A sampled byte falls inside this block. However many more do, the distance from its end to
   // the next one is again exponential (the process has no memory), so draw afresh.
-  t_bytes_to_sample = DrawDistance();
+  SetDistance(DrawDistance());
   return true;
 }
 

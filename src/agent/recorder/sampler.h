@@ -8,7 +8,9 @@
 //
 // The distance to the next sampled byte is exponential; each thread counts it down, so an
 // allocation that is not sampled costs one subtraction and a compare, and never reaches the
-// stack unwinder. Mappings (mmap, munmap, mremap) and pymalloc arenas are always recorded in
+// stack unwinder. A heap block of g_sample_exact_from bytes or more is recorded whole, always
+// (weight 1: large figures are exact), and leaves the countdown alone (sampler.cc says why that
+// biases nothing). Mappings (mmap, munmap, mremap) and pymalloc arenas are always recorded in
 // full: each is a system call that costs more than recording it, and a munmap may cut any part
 // of any mapping, which a set of sampled start addresses could not answer.
 //
@@ -28,17 +30,23 @@ namespace memlens::agent {
 
 // The mean bytes between samples; 0 in full tracing. Written once before recording starts.
 extern uint64_t g_sample_rate;
-// Bytes up to and including this thread's next sampled byte (0: not yet drawn).
+// Heap blocks of this size or more are always recorded (format::SamplingModel::exact_from).
+extern uint64_t g_sample_exact_from;
+// Bytes up to and including this thread's next sampled byte, clamped to g_sample_exact_from so
+// that the short path's one compare also sends every large block to SampleSlow (0: not yet
+// drawn). The rest of the distance waits in sampler.cc.
 extern thread_local constinit uint64_t t_bytes_to_sample;  // constinit: no TLS wrapper call
 
 // The live sampled blocks (constant-initialized: usable at the first malloc).
 extern SampledPointers g_sampled;
 
-// Sets the rate and the seed (0: a random one) and maps the table of sampled blocks. Returns
-// false when the table cannot be mapped.
-bool ConfigureSampling(uint64_t rate, uint64_t seed);
+// Sets the rate, the size from which blocks are recorded whole (0: the rate) and the seed (0: a
+// random one), and maps the table of sampled blocks. Returns false when the table cannot be
+// mapped.
+bool ConfigureSampling(uint64_t rate, uint64_t exact_from, uint64_t seed);
 
-// The countdown ran out (or the thread had none yet): draws, decides, draws the next distance.
+// The clamped countdown ran out (or the thread had none yet): a large block, a sample point, or
+// only the clamp; decides, and draws the next distance when a sample point was used.
 bool SampleSlow(uint64_t size);
 // A sampled heap block is remembered so its free is recorded.
 inline bool RememberSampled(const void* address, size_t size) {

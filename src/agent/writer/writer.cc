@@ -178,7 +178,8 @@ void Writer::Run() {
   }
   if (write_file_header_) WriteAll(format::EncodeFileHeader());
   meta_encoder_.Process(process_);
-  if (g_sample_rate) meta_encoder_.Sampling({g_sample_rate});  // before any event of the image
+  // Before any event of the image.
+  if (g_sample_rate) meta_encoder_.Sampling({g_sample_rate, g_sample_exact_from});
   RescanModules();
   Flush();
   for (;;) {

@@ -66,6 +66,7 @@ class Replayer : public format::RecordVisitor {
   void OnEnd(const format::EndRecord& r) override { p_->end = r; }
   void OnSampling(const format::SamplingRecord& r) override {
     p_->sample_rate = r.rate;
+    p_->sample_exact_from = r.exact_from;
     sampled_ = r.rate != 0;
   }
   void OnEvent(const format::Event& e) override;

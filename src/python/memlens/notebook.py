@@ -105,7 +105,8 @@ class MemlensMagics(Magics):
     @argument("--leaks", action="store_true",
               help="open the flame graph on what the cell left in use")
     @argument("--sample-rate", type=int, default=None,
-              help="sample one byte in N (estimates; default: every allocation)")
+              help="sample one byte in N, e.g. 524288 as memlens run --sample (estimates; "
+                   "default: every allocation)")
     @argument("--python-frames", type=int, default=None,
               help="Python frames kept per stack")
     @argument("-o", "--output", default=None,

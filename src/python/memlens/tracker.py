@@ -110,7 +110,8 @@ class Tracker:
     memlens-%e-%p-N.mlens in the current directory, N counting this process's spans); stop()
     ends it and returns the capture's path once the capture is complete. One span at a time
     in a process. native=False records Python's allocator only; sample_rate=N samples one byte
-    in N (docs/sampling.md; a process keeps its first span's rate); python_frames=N keeps the
+    in N (docs/sampling.md: 524288, 512 KiB, is memlens run --sample's rate; blocks of N bytes
+    or more are recorded whole; a process keeps its first span's rate); python_frames=N keeps the
     innermost N Python frames per allocation. A context manager: start at entry, stop at exit.
     """
 
