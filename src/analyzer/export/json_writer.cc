@@ -189,6 +189,9 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   } else {
     json->Null();
   }
+  // Recorded with --python-stacks: no native frames, on purpose (docs/python.md); absent
+  // otherwise, so other captures' JSON is unchanged.
+  if (format::PythonStacksOnly(p.process)) json->Field("python_stacks_only", true);
   json->Field("start_realtime_ns", p.process.start_realtime_ns);
   json->Key("snapshot");  // the moment the in-use (in_use_*) figures describe
   json->BeginObject();
