@@ -12,8 +12,11 @@ def make_bytearray():
 
 
 def c_malloc():
-    size = int("2000003")  # an allocation with the GIL first: the function's code gets its id
-    memlens_test_ext.alloc_without_gil(size)  # @c_malloc
+    # An allocation with the GIL first, so the function's code object gets its id (a thread
+    # without the GIL cannot register it); a bytearray: no free list hands one back.
+    ready = bytearray(1)
+    memlens_test_ext.alloc_without_gil(2_000_003)  # @c_malloc
+    return ready
 
 
 def make_array():
