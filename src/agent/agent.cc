@@ -118,7 +118,8 @@ format::ProcessRecord DescribeProcess() {
     start = end + 1;
   }
   // The stack mode rides on the version string (format 8.2, docs/capture-format.md).
-  p.agent_version = std::string(MEMLENS_VERSION) + (g_python_stacks ? format::kPythonStacksMark : "");
+  p.agent_version = MEMLENS_VERSION;
+  if (g_python_stacks) p.agent_version += format::kPythonStacksMark;
   return p;
 }
 

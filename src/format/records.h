@@ -13,7 +13,8 @@
 // block released earlier in the chunk (the reuses column) 6.0, and the protection of
 // anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
-// 8.0 (8.2: kProcess's agent_version marks a Python-lines-only capture). Readers read their own major only.
+// 8.0 (8.2: kProcess's agent_version marks a Python-lines-only capture). Readers read their
+// own major only.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
