@@ -78,6 +78,8 @@ COLUMNS = {
                         "default rate"),
     "memlens no index": ({"native", "python"}, "`memlens run --no-index`: full tracing, "
                          "without indexing the capture while the program runs"),
+    "memlens python-only": ({"python"}, "`memlens run --python-stacks`: full tracing, Python "
+                            "lines only (no native unwinding)"),
     "memlens baseline": ({"native", "python"}, "`memlens run` of the build given with "
                          "--baseline-build-dir: before/after in the same rounds"),
     "memlens sampled baseline": ({"native", "python"}, "`memlens run --sample` of the build "
@@ -124,7 +126,8 @@ class Interpreter:
         # them it would record native allocations only, a figure not comparable with the peers.
         if memlens and not (memlens.parent.parent / "lib" /
                             f"libmemlens_python{self.tag}.so").exists():
-            for column in ("memlens", "memlens sampled", "memlens no index"):
+            for column in ("memlens", "memlens sampled", "memlens no index",
+                           "memlens python-only"):
                 self.unavailable[column] = f"no hooks for {self.tag} in this build"
 
     def python_modules(self, install):
@@ -179,7 +182,8 @@ class Setup:
                                       "--dirty"], capture_output=True, text=True).stdout.strip()
         self.memlens = snapshot_memlens(args.build_dir.resolve(), RESULTS / "memlens")
         if not self.memlens:
-            self.unavailable["memlens"] = self.unavailable["memlens no index"] = "not built"
+            for column in ("memlens", "memlens no index", "memlens python-only"):
+                self.unavailable[column] = "not built"
             print(f"memlens: not found in {args.build_dir}; build it (bench/README.md).")
         self.baseline = None
         if args.baseline_build_dir:
@@ -312,6 +316,7 @@ def command(setup, column, case, argv, capture):
         options = ((setup.baseline_sample_options if baseline else setup.sample_options)
                    if "sampled" in column else [])
         options = options + (["--no-index"] if column == "memlens no index" else [])
+        options = options + (["--python-stacks"] if column == "memlens python-only" else [])
         return [str(memlens), "run", "-o", str(capture)] + options + ["--"] + target
     if column == "heaptrack":
         return ["heaptrack", "-o", str(capture)] + target

@@ -3,6 +3,7 @@
 //                    (default: memlens-%e-%p.mlens in the current directory)
 //   MEMLENS_PYTHON_FRAMES  the most Python frames kept per allocation, innermost first
 //                    (python_support.h)
+//   MEMLENS_PYTHON_STACKS  1: Python-lines-only stacks, no native unwinding (python_support.h)
 //   MEMLENS_SAMPLE_RATE  sample heap allocations, one byte in N on average (sampler.h,
 //                    docs/sampling.md); unset or 0: record every allocation
 //   MEMLENS_SAMPLE_SEED  the sampler's seed (a number), for reproducible samples; unset or 0:
@@ -116,7 +117,9 @@ format::ProcessRecord DescribeProcess() {
     p.argv.push_back(cmdline.substr(start, end - start));
     start = end + 1;
   }
+  // The stack mode rides on the version string (format 8.2, docs/capture-format.md).
   p.agent_version = MEMLENS_VERSION;
+  if (g_python_stacks) p.agent_version += format::kPythonStacksMark;
   return p;
 }
 
@@ -212,7 +215,9 @@ void Start() {
   InitializeOnce();
   if (g_bad_setting) {
     Say(std::string(g_bad_setting) + "='" + getenv(g_bad_setting) +
-        "' is not a number of bytes (or a seed): not recording");
+        (strcmp(g_bad_setting, "MEMLENS_PYTHON_STACKS") == 0
+             ? "' is not 0 or 1: not recording"
+             : "' is not a number of bytes (or a seed): not recording"));
   } else if (g_sampler_failed) {
     Say("cannot map the table of sampled blocks: not recording");
   }
@@ -279,6 +284,7 @@ void InitializeOnce() {
     g_bad_setting = "MEMLENS_SAMPLE_EXACT_FROM";
   }
   if (!ParseSetting(getenv("MEMLENS_SAMPLE_SEED"), &seed)) g_bad_setting = "MEMLENS_SAMPLE_SEED";
+  if (!SetPythonStacks(-1)) g_bad_setting = "MEMLENS_PYTHON_STACKS";
   if (g_bad_setting) {
     g_state.store(kPassive);
     return;
@@ -323,6 +329,7 @@ struct SpanOptions {
   uint64_t sample_seed = 0;
   uint64_t python_frames = 0;  // 0: MEMLENS_PYTHON_FRAMES or every frame
   bool native = true;
+  int python_stacks = -1;  // -1: MEMLENS_PYTHON_STACKS
 };
 
 // The environment's settings (as under memlens run), then "key=value,..." over them. Returns
@@ -353,9 +360,10 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     std::string value = equals == std::string::npos ? "" : item.substr(equals + 1);
     uint64_t number = 0;
     bool valid = !value.empty() && ParseSetting(value.c_str(), &number);
-    if (key == "native") {
-      if (!valid || number > 1) return "native='" + value + "' is not 0 or 1";
-      out->native = number == 1;
+    if (key == "native" || key == "python_stacks") {
+      if (!valid || number > 1) return key + "='" + value + "' is not 0 or 1";
+      if (key == "native") out->native = number == 1;
+      if (key == "python_stacks") out->python_stacks = static_cast<int>(number);
       continue;
     }
     const Setting* setting = nullptr;
@@ -365,7 +373,7 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     if (!setting) {
       return "unknown option '" + key +
              "' (the options are sample_rate, sample_exact_from, sample_seed, python_frames, "
-             "native)";
+             "native, python_stacks)";
     }
     if (!valid) return key + "='" + value + "' is not a number";
     *setting->value = number;
@@ -418,6 +426,11 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
     }
     g_direct_short_path = real::AllocatorIsLibc();
     g_guarded_short_path = !g_direct_short_path;
+  }
+  if (!SetPythonStacks(options.python_stacks)) {
+    *error = std::string("MEMLENS_PYTHON_STACKS='") + getenv("MEMLENS_PYTHON_STACKS") +
+             "' is not 0 or 1";
+    return false;
   }
   format::ProcessRecord process = DescribeProcess();
   std::string path = ExpandOutputPath(process, pattern);

@@ -16,7 +16,8 @@ namespace memlens::agent {
 // Spans (memlens_start, memlens_stop, memlens_flush in memlens.h; docs/agent.md, "Spans"), on
 // application threads, serialized among themselves. StartSpan records from now on into a new
 // capture at `path` (%p, %e; null: MEMLENS_OUTPUT or the default) with `options`
-// ("sample_rate=N,sample_exact_from=N,sample_seed=N,python_frames=N,native=0|1"); StopSpan
+// ("sample_rate=N,sample_exact_from=N,sample_seed=N,python_frames=N,native=0|1,
+// python_stacks=0|1"); StopSpan
 // ends it with an END record (reason "stopped") and returns once the capture is complete. On
 // false, *error says why, in one line, and nothing changed.
 bool StartSpan(const char* path, const char* options, std::string* error);

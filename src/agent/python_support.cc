@@ -19,6 +19,7 @@
 namespace memlens::agent {
 
 uintptr_t g_eval_begin = 0, g_eval_end = 0;
+bool g_python_stacks = false;
 constinit thread_local bool t_in_mimalloc = false;
 
 namespace {
@@ -142,6 +143,18 @@ void SetPythonFrames(uint64_t frames) {
   }
   g_python_depth.store(frames >= 1 ? static_cast<int>(std::min(frames, uint64_t{1} << 30)) : 1 << 30,
                        std::memory_order_relaxed);
+}
+
+bool SetPythonStacks(int option) {
+  bool valid = true;
+  if (option < 0) {
+    const char* value = getenv("MEMLENS_PYTHON_STACKS");
+    std::string text = value ? value : "";
+    valid = text.empty() || text == "0" || text == "1";
+    option = text == "1";
+  }
+  g_python_stacks = option == 1;
+  return valid;
 }
 
 void AttachPython() {

@@ -28,6 +28,14 @@ void AttachPython();
 void DetachPython();
 // The most Python frames kept per allocation: frames, or MEMLENS_PYTHON_FRAMES when 0.
 void SetPythonFrames(uint64_t frames);
+// Python-lines-only mode (memlens run --python-stacks, MEMLENS_PYTHON_STACKS=1, a span's
+// python_stacks=1): no native unwinding; an allocation's stack is its thread's Python frames,
+// or, in a thread running no Python code, the interposed function's caller alone. Set before
+// recording starts, fixed for the capture (the writer says so in it).
+extern bool g_python_stacks;
+// MEMLENS_PYTHON_STACKS when `option` is -1 (unset), else the option (0 or 1). False when
+// the variable is neither unset, empty, 0 nor 1 (the mode is then off).
+bool SetPythonStacks(int option);
 // The code object registered under id, or nullptr (unknown id).
 const PythonCodeInfo* FindPythonCode(uint64_t id);
 // The interpreter's eval loop (_PyEval_EvalFrameDefault), [begin, end); empty without Python.

@@ -163,6 +163,11 @@ int Summary(const SummaryOptions& o) {
                                                        " more exec'd images)" : "")});
     }
     if (p.sample_rate) facts.AddRow({"sampled", EstimateNote(p)});
+    if (format::PythonStacksOnly(p.process)) {
+      facts.AddRow({"stacks", "Python lines only (recorded with --python-stacks: no native "
+                              "frames; a thread outside Python code shows the allocator's "
+                              "caller)"});
+    }
     const bool span = p.end && p.end->reason == format::EndReason::kStopped;
     facts.AddRow({"duration", FormatSeconds(p.DurationSeconds()) +
                                   (span                ? "   (a span, stopped by memlens_stop)"

@@ -14,7 +14,8 @@
 // anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
 // 8.0. Readers read their own major only. 8.2 adds exact_from to kSampling, in a layout an 8.1
-// reader refuses (as a rate of 0) rather than misreads.
+// reader refuses (as a rate of 0) rather than misreads; 8.3: kProcess's agent_version marks a
+// Python-lines-only capture.
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -31,7 +32,7 @@ namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
 inline constexpr uint16_t kFormatMajor = 8;
-inline constexpr uint16_t kFormatMinor = 2;
+inline constexpr uint16_t kFormatMinor = 3;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
 // section 5): a reader keeps the allocations of this many chunks.
@@ -180,8 +181,16 @@ struct ProcessRecord {
   uint64_t start_monotonic_ns = 0;  // CLOCK_MONOTONIC at agent start; kTime is relative to it
   std::string executable;
   std::vector<std::string> argv;
-  std::string agent_version;
+  std::string agent_version;  // 8.3: ends in kPythonStacksMark in Python-lines-only mode
 };
+// Appended to kProcess's agent_version by an agent recording Python lines only, without native
+// unwinding (memlens run --python-stacks): its stacks lack native frames on purpose.
+inline constexpr char kPythonStacksMark[] = " python-stacks";
+inline bool PythonStacksOnly(const ProcessRecord& p) {
+  const std::string& v = p.agent_version;
+  const size_t n = sizeof(kPythonStacksMark) - 1;
+  return v.size() >= n && v.compare(v.size() - n, n, kPythonStacksMark) == 0;
+}
 
 struct Segment {
   uint64_t start = 0;  // absolute address

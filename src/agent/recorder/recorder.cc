@@ -157,7 +157,11 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
   // code object's name), and a pymalloc arena taken then is recorded at once.
   int python = ReadPythonFrames(buffer->python_frames, kMaxPythonFrames);
   CapturedStack stack;
-  CaptureStack(buffer->unwind, &stack);
+  if (!g_python_stacks) {
+    CaptureStack(buffer->unwind, &stack);
+  } else if (python == 0) {  // Python-lines-only mode, a thread outside Python code
+    CaptureCaller(buffer->unwind, &stack);
+  }  // else: the Python frames alone, no native frame
   const uint64_t* fresh = stack.fresh;
   uint32_t native = stack.fresh_count;
   const uint32_t extra = annotation ? 2 : 1;  // `kept`, and the annotation word if any
@@ -184,11 +188,11 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
   auto* words = reinterpret_cast<uint64_t*>(event + 1);
   if (annotation) *words++ = *annotation;
   words[0] = stack.kept;
-  std::memcpy(words + 1, fresh, native * sizeof(uint64_t));
+  if (native) std::memcpy(words + 1, fresh, native * sizeof(uint64_t));
   // The thread's Python frames follow the native ones; the writer merges the two.
   if (python) std::memcpy(words + 1 + native, buffer->python_frames, python * sizeof(uint64_t));
   Publish(buffer, event);
-  CommitStack(buffer->unwind, stack);
+  if (!g_python_stacks) CommitStack(buffer->unwind, stack);
 }
 
 }  // namespace

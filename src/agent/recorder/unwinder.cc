@@ -407,6 +407,43 @@ __attribute__((noinline)) void CaptureStack(UnwindState* s, CapturedStack* out) 
   out->matchable = !out->truncated;
 }
 
+__attribute__((noinline)) void CaptureCaller(UnwindState* s, CapturedStack* out) {
+  uint32_t generation = g_code_generation.load(std::memory_order_acquire);
+  if (generation != s->generation) {  // the cached rules may be of code that was unmapped
+    for (UnwindState::Slot& slot : s->rules) slot = {};
+    s->prev_matchable = false;
+    s->generation = generation;
+  }
+  // As CaptureStack starts: our frame records, then our frames without one by their rules.
+  const auto* frame = static_cast<const uint64_t*>(__builtin_frame_address(0));
+  Walk w{frame[1], reinterpret_cast<uint64_t>(frame + 2), frame[0], nullptr, nullptr, 0,
+         UINT64_MAX, 0, 0, 0, false};
+  while (IsOwnCode(w.ip) && w.rbp >= w.sp && w.rbp - w.sp < kMaxFrameBytes && !(w.rbp & 7)) {
+    const auto* record = reinterpret_cast<const uint64_t*>(w.rbp);
+    w.ip = record[1];
+    w.sp = w.rbp + 16;
+    w.rbp = record[0];
+  }
+  out->kept = 0;
+  out->truncated = false;
+  out->matchable = false;
+  out->fresh = s->fresh_ip;
+  out->fresh_count = 0;
+  for (int steps = 0; IsOwnCode(w.ip); ++steps) {
+    FrameRule rule = s->RuleFor(w.ip);
+    uint64_t cfa = (rule.cfa_from_rbp ? w.rbp : w.sp) + rule.cfa_offset;
+    if (steps == 64 || rule.kind != FrameRule::kNormal || cfa - w.sp - 1 >= kMaxFrameBytes) {
+      return;
+    }
+    if (rule.rbp_offset != 0) w.rbp = *reinterpret_cast<const uint64_t*>(cfa + rule.rbp_offset);
+    w.ip = *reinterpret_cast<const uint64_t*>(cfa - 8);
+    w.sp = cfa;
+  }
+  if (w.ip == 0) return;
+  s->fresh_ip[0] = w.ip;
+  out->fresh_count = 1;
+}
+
 void CommitStack(UnwindState* s, const CapturedStack& stack) {
   uint32_t kept = stack.kept;
   const uint32_t count = stack.fresh_count;

@@ -64,6 +64,10 @@ void ResetUnwindState(UnwindState* state);
 // Captures the calling thread's stack. The result points into `state` and stays valid until
 // the next call. kept refers to the stack of the last CommitStack.
 void CaptureStack(UnwindState* state, CapturedStack* out);
+// Python-lines-only mode (docs/python.md): the one frame that called into our code (the
+// interposed function's caller), kept 0, not matchable; no frame when even that cannot be
+// stepped to. Costs the agent's own frames, no walk of the program's.
+void CaptureCaller(UnwindState* state, CapturedStack* out);
 // The captured stack was published: the next capture is relative to it. A capture that was
 // dropped is simply not committed, so the agent's and the writer's previous stacks agree.
 void CommitStack(UnwindState* state, const CapturedStack& stack);

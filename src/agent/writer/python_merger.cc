@@ -45,6 +45,13 @@ size_t PythonMerger::Merge(const uint64_t* native, size_t native_count, size_t k
                            const uint64_t* python, size_t python_count, EvalLoopRange eval) {
   const size_t old_size = merged_size_;
   Room(&merged_, native_count + python_count);  // a merged stack is never longer
+  size_t m = 0, common = 0;
+  if (native_count == 0) {  // Python lines only (--python-stacks): the frames, outermost first
+    for (size_t k = python_count; k-- > 0;) Emit(python[k] & ~kEntry, &m, &common, old_size);
+    merged_size_ = m;
+    incremental_ = false;
+    return common;
+  }
   // The Python frames outermost first, and where each run starts: a run (one call of the eval
   // loop) ends, innermost first, at its entry frame, so outermost first it starts at one (the
   // outermost run may have none, when the frames were cut short).
@@ -67,7 +74,6 @@ size_t PythonMerger::Merge(const uint64_t* native, size_t native_count, size_t k
   size_t evals = kept_evals;
   for (size_t i = kept; i < native_count; ++i) evals += eval.Contains(native[i]);
 
-  size_t m = 0, common = 0;
   if (evals != runs) {  // inconsistent: the reference merge, compared with the last one
     reference_.clear();
     MergeInnermostFirst(native, native_count, python, python_count, eval, &reference_);

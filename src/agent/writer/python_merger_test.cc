@@ -61,6 +61,20 @@ TEST(PythonMerger, AnOuterLineThatChangedUnderKeptNativeFramesIsMergedAgain) {
   EXPECT_EQ(Merged(merger), (std::vector<uint64_t>{0x100, 0xB1, 0xA2, 0x200, 0xC3, 0x300}));
 }
 
+TEST(PythonMerger, PythonFramesWithoutNativeOnesAreTheStack) {
+  // --python-stacks: no native frame; the merge is the Python frames outermost first, entry
+  // bits cleared, sharing with the previous stack what it has in common (after a full stack).
+  PythonMerger merger;
+  Merge(&merger, {0x100, kEvalIp, 0x300}, 0, {0xA2, 0xA1 | kEntry});
+  EXPECT_EQ(Merge(&merger, {}, 0, {0xA2, 0xA1 | kEntry}), 0u);
+  EXPECT_EQ(Merged(merger), (std::vector<uint64_t>{0xA1, 0xA2}));
+  EXPECT_EQ(Merge(&merger, {}, 0, {0xB3, 0xB2 | kEntry, 0xA1 | kEntry}), 1u);
+  EXPECT_EQ(Merged(merger), (std::vector<uint64_t>{0xA1, 0xB2, 0xB3}));
+  EXPECT_EQ(Merged(merger), Reference({}, {0xB3, 0xB2 | kEntry, 0xA1 | kEntry}));
+  EXPECT_EQ(Merge(&merger, {0x100, kEvalIp, 0x300}, 0, {0xA2, 0xA1 | kEntry}), 0u);
+  EXPECT_EQ(Merged(merger), (std::vector<uint64_t>{0x100, 0xA1, 0xA2, 0x300}));
+}
+
 TEST(PythonMerger, ForgetIgnoresKept) {
   PythonMerger merger;
   Merge(&merger, {0x100, kEvalIp, 0x300}, 0, {0xA1 | kEntry});

@@ -194,6 +194,9 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
   if (p.sample_rate && p.sample_exact_from != format::kNoExactThreshold) {
     json->Field("sample_exact_from", p.sample_exact_from);
   }
+  // Recorded with --python-stacks: no native frames, on purpose (docs/python.md); absent
+  // otherwise, so other captures' JSON is unchanged.
+  if (format::PythonStacksOnly(p.process)) json->Field("python_stacks_only", true);
   json->Field("start_realtime_ns", p.process.start_realtime_ns);
   json->Key("snapshot");  // the moment the in-use (in_use_*) figures describe
   json->BeginObject();

@@ -112,19 +112,25 @@ class Tracker:
     in a process. native=False records Python's allocator only; sample_rate=N samples one byte
     in N (docs/sampling.md: 524288, 512 KiB, is memlens run --sample's rate; blocks of N bytes
     or more are recorded whole; a process keeps its first span's rate); python_frames=N keeps the
-    innermost N Python frames per allocation. A context manager: start at entry, stop at exit.
+    innermost N Python frames per allocation; python_stacks=True records Python lines only, no
+    native frames (no native unwinding: far cheaper; docs/python.md). A context manager: start
+    at entry, stop at exit.
     """
 
-    def __init__(self, path=None, *, native=True, sample_rate=None, python_frames=None):
+    def __init__(self, path=None, *, native=True, sample_rate=None, python_frames=None,
+                 python_stacks=None):
         self._pattern = os.fspath(path) if path is not None else None
         self.native = bool(native)
         self.sample_rate = sample_rate
         self.python_frames = python_frames
+        self.python_stacks = python_stacks  # None: MEMLENS_PYTHON_STACKS, else False or True
         self.path = None  # the capture's path, expanded, once started
         self._recording = False
 
     def _options(self):
         options = [f"native={int(self.native)}"]
+        if self.python_stacks is not None:
+            options.append(f"python_stacks={int(bool(self.python_stacks))}")
         for key in ("sample_rate", "python_frames"):
             value = getattr(self, key)
             if value is not None:
