@@ -84,10 +84,10 @@ bool ChunkReader::ReadFileHeader(uint16_t* major, uint16_t* minor, std::string* 
              std::to_string(kFormatMinor) + "): upgrade memlens";
     return false;
   }
-  if (*major < kFormatMajor) {  // nothing was released before: no reader of older layouts
+  if (*major < kOldestReadableMajor) {  // nothing older was released
     *error = "capture format version " + std::to_string(*major) + "." + std::to_string(*minor) +
-             " is older than this memlens reads (" + std::to_string(kFormatMajor) + "." +
-             std::to_string(kFormatMinor) + "): record it again";
+             " is older than this memlens reads (" + std::to_string(kOldestReadableMajor) +
+             ".0 and later): record it again";
     return false;
   }
   return true;

@@ -84,10 +84,11 @@ void Deliver(RecordVisitor* v, DecodeState* state) {
   state->delivered.clear();
 }
 
-// Decodes a kEvents record: its events go to the visitor one by one, or, when it wants hints,
-// in groups gathered in state->delivered.
+// Decodes a kEventColumns record (or 8.x's kEvents, which lacks the neighbours column): its
+// events go to the visitor one by one, or, when it wants hints, in groups gathered in
+// state->delivered.
 bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
-                        DecodeState* state) {
+                        DecodeState* state, bool has_neighbours) {
   uint64_t batch_count = c->Count(2);
   std::vector<std::pair<uint32_t, uint64_t>> batches;
   uint64_t total = 0;
@@ -102,8 +103,8 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
     batches.push_back({thread, count});
   }
   Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), releases = TakeColumn(c),
-         reuses = TakeColumn(c), addresses = TakeColumn(c), sizes = TakeColumn(c),
-         stacks = TakeColumn(c);
+         reuses = TakeColumn(c), neighbours = has_neighbours ? TakeColumn(c) : Cursor({}),
+         addresses = TakeColumn(c), sizes = TakeColumn(c), stacks = TakeColumn(c);
   if (!c->ok()) return false;
   if (mode == EventDecoding::kSkip) return true;  // the columns are stepped over
   const bool deliver = mode == EventDecoding::kDeliver;
@@ -165,15 +166,25 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       if (AddressChain(e.kind) == 0) {
         uint64_t rank = reuses.Varint();  // 0: the address is in full
         ReusedBlocks::Block block;
-        if (rank == 0) {
+        uint64_t neighbour = rank == 0 && has_neighbours ? neighbours.Varint() : 0;
+        if (rank == 0 && neighbour == 0) {
           // (coded in full)
-        } else if (rank <= ReusedBlocks::kDepth &&
+        } else if (neighbour != 0 && neighbour <= list.size() && list.End(neighbour) != 0) {
+          e.address = list.End(neighbour);
+          origin = list.Origin(neighbour);
+          coded_in_full = false;
+          moves_chain = origin == chunk;
+        } else if (neighbour != 0 && !tolerant) {
+          *error = "an allocation names neighbour " + std::to_string(neighbour) +
+                   " of its thread, beyond those decoded or of no known end";
+          return false;
+        } else if (neighbour == 0 && rank <= ReusedBlocks::kDepth &&
                    list.reused.Take(ReuseClass(e.size), static_cast<uint32_t>(rank), &block)) {
           e.address = block.address;
           origin = block.origin;
           coded_in_full = false;
           moves_chain = origin == chunk;
-        } else if (tolerant) {
+        } else if (tolerant) {  // a reuse or a neighbour of what was not decoded
           e.address = 0;
           origin = chunk - static_cast<uint32_t>(kResumeChunks);  // unknown: never moves a chain
           coded_in_full = moves_chain = false;
@@ -214,8 +225,8 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       } else {
         e.stack = 0;
       }
-      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !values_ok || !sizes.ok() ||
-          !stacks.ok()) {
+      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !neighbours.ok() || !values_ok ||
+          !sizes.ok() || !stacks.ok()) {
         break;
       }
       if (grouped) {
@@ -226,8 +237,8 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       }
     }
   }
-  bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && values_ok &&
-                  sizes.ok() && stacks.ok();
+  bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && neighbours.ok() &&
+                  values_ok && sizes.ok() && stacks.ok();
   if (!complete) {
     *error = "an event column ends early";
   } else if (next_value != values) {
@@ -239,9 +250,9 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
 
 // Those decoded before a corrupt event are delivered all the same.
 bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
-                  DecodeState* state) {
+                  DecodeState* state, bool has_neighbours) {
   state->delivered.clear();
-  bool ok = DecodeEventColumns(c, v, error, mode, state);
+  bool ok = DecodeEventColumns(c, v, error, mode, state, has_neighbours);
   Deliver(v, state);
   return ok;
 }
@@ -329,7 +340,8 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         break;
       }
       case RecordType::kEvents:
-        if (!DecodeEvents(&c, v, &detail, events, state)) {
+      case RecordType::kEventColumns:
+        if (!DecodeEvents(&c, v, &detail, events, state, type == RecordType::kEventColumns)) {
           *error = "corrupt event batch at payload offset " + std::to_string(record_offset) +
                    (detail.empty() ? "" : ": " + detail);
           return false;
@@ -399,7 +411,7 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
       *error = "record cut short at payload offset " + std::to_string(record_offset);
       return false;
     }
-    if (metadata && type != RecordType::kEvents) {
+    if (metadata && type != RecordType::kEvents && type != RecordType::kEventColumns) {
       metadata->append(payload.substr(record_offset, c.offset() - record_offset));
     }
   }

@@ -141,13 +141,32 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
   return back;
 }
 
+// The allocation, of this batch's thread and in reach, that ends where `address` starts, with
+// an address coded in full recently enough (as for reuses); *origin: that chunk.
+uint64_t RecordEncoder::Neighbour(uint64_t address, uint32_t* origin) {
+  if (ends_.empty()) return 0;
+  const ThreadAllocations& mine = *batch_allocations_;
+  const RecentSlot& slot = ends_[EndIndex(address)];
+  if (slot.serial == 0 || slot.thread != batches_.back().first) return 0;
+  uint64_t back = static_cast<uint32_t>(static_cast<uint32_t>(mine.added()) - slot.serial) + 1ull;
+  if (back > mine.size() || mine.End(back) != address) return 0;
+  if (chunk_ - mine.Origin(back) > kReuseOriginChunks) return 0;
+  *origin = mine.Origin(back);
+  return back;
+}
+
 void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t origin) {
   ThreadAllocations& mine = *batch_allocations_;
   mine.Add(address, size, origin);
   if (address == 0) return;
-  if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
+  if (recent_.empty()) {
+    recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
+    ends_.assign(size_t{1} << kEndBits, RecentSlot{0, 0});
+  }
   uint32_t serial = static_cast<uint32_t>(mine.added());
-  recent_[RecentIndex(address)] = {batches_.back().first, serial == 0 ? 1 : serial};
+  const RecentSlot slot{batches_.back().first, serial == 0 ? 1 : serial};
+  recent_[RecentIndex(address)] = slot;
+  if (uint64_t end = mine.End(1)) ends_[EndIndex(end)] = slot;
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -176,6 +195,16 @@ void RecordEncoder::AddEvent(const Event& e) {
     }
     static_assert(ReusedBlocks::kDepth < 0x80);
     reuses_.PutByte(static_cast<uint8_t>(rank));  // a one-byte varint
+    if (rank == 0) {
+      uint32_t origin = chunk_;
+      uint64_t neighbour = Neighbour(e.address, &origin);
+      neighbours_.PutVarint(neighbour);
+      if (neighbour != 0) {
+        coded_in_full = false;
+        block.origin = origin;
+        moves_chain = origin == chunk_;
+      }
+    }
     NoteAllocation(e.address, size, block.origin);
   } else {
     uint64_t reference = BackReference(e.address);
@@ -208,7 +237,7 @@ void RecordEncoder::FinishEvents() {
   EndEvents();
   batch_allocations_ = nullptr;
   if (batches_.empty()) return;
-  PutType(out_, RecordType::kEvents);
+  PutType(out_, RecordType::kEventColumns);
   PutVarint(out_, batches_.size());
   for (const auto& [thread, count] : batches_) {
     PutVarint(out_, thread);
@@ -227,7 +256,7 @@ void RecordEncoder::FinishEvents() {
     for (uint64_t d : address_deltas_) *plane_bytes++ = static_cast<char>(d >> (8 * plane));
   }
   for (ByteColumn* column :
-       {&kinds_, &seqs_, &releases_, &reuses_, &addresses_, &sizes_, &stacks_}) {
+       {&kinds_, &seqs_, &releases_, &reuses_, &neighbours_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
     out_->append(column->data(), column->size());
     column->clear();

@@ -13,7 +13,8 @@
 // block released earlier in the chunk (the reuses column) 6.0, and the protection of
 // anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
-// 8.0. Readers read their own major only.
+// 8.0, and allocations coded as starting where a block in reach ends (the neighbours column,
+// record kEventColumns) 9.0. Readers read their own major and 8.x (kOldestReadableMajor).
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -27,8 +28,10 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 8;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMajor = 9;
+inline constexpr uint16_t kFormatMinor = 0;
+// The oldest major a reader still reads: 8.x differs only in its event batches (kEvents).
+inline constexpr uint16_t kOldestReadableMajor = 8;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
 // section 5): a reader keeps the allocations of this many chunks.
@@ -56,6 +59,7 @@ enum class RecordType : uint8_t {
   kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
   kResident = 11,     // the process's resident memory (RSS), sampled by the writer
   kString = 12,       // an interned string (heap, marker, snapshot and type names) by id
+  kEventColumns = 13,  // a batch of events, 9.0's layout (kEvents: 8.x's, read, not written)
   kSampling = 16,     // this image's heap allocations are sampled (right after its kProcess)
 };
 
