@@ -737,7 +737,8 @@ TEST(Records, StackNodeParentsAreCodedRelativeToTheNode) {
 // A kEvents record (8.x's layout, which readers still read: these hand-made records test it) of
 // one batch (thread 1) from hand-made columns; every size is 8, and every allocation's reuse
 // rank 0 unless `reuses` is given.
-// With `neighbours` given, a kEventColumns record (9.0) with that column.
+// With `neighbours` given, a kEventColumns record (9.0) with that column (and the sizes in
+// byte planes).
 std::string EventsRecord(uint64_t count, const std::string& kinds, const std::string& releases,
                          const std::string& addresses, const std::string* reuses = nullptr,
                          const std::string* neighbours = nullptr) {
@@ -752,6 +753,7 @@ std::string EventsRecord(uint64_t count, const std::string& kinds, const std::st
     if (AddressChain(static_cast<EventKind>(kind)) == 0) ranks.push_back('\0');
   }
   if (reuses) ranks = *reuses;
+  if (neighbours) sizes.insert(0, 1, '\x01');  // 9.0: byte planes, width 1
   for (const std::string* column : std::initializer_list<const std::string*>{
            &kinds, &seqs, &releases, &ranks, neighbours, &addresses, &sizes, &stacks}) {
     if (!column) continue;

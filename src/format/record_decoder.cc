@@ -75,6 +75,44 @@ Cursor TakeColumn(Cursor* c) {
   return Cursor(bytes);
 }
 
+// A column of byte planes (see the encoder's PutPlanes): a width byte, then `width` planes of
+// one byte per value.
+class Planes {
+ public:
+  // False when the column is malformed.
+  bool Open(Cursor column) {
+    width_ = column.Byte();
+    values_ = width_ == 0 ? 0 : column.Remaining() / width_;
+    if (!column.ok() || width_ > 8 || (width_ == 0 && !column.AtEnd()) ||
+        (width_ != 0 && column.Remaining() % width_ != 0)) {
+      return false;
+    }
+    bytes_ = reinterpret_cast<const uint8_t*>(column.Bytes(width_ * values_).data());
+    return true;
+  }
+  uint64_t Next() {
+    if (width_ == 0) return 0;
+    if (next_ >= values_) {
+      ok_ = false;
+      return 0;
+    }
+    uint64_t v = 0;
+    for (int plane = 0; plane < width_; ++plane) {
+      v |= static_cast<uint64_t>(bytes_[plane * values_ + next_]) << (8 * plane);
+    }
+    ++next_;
+    return v;
+  }
+  bool ok() const { return ok_; }
+  bool AllRead() const { return next_ == values_; }
+
+ private:
+  uint8_t width_ = 0;
+  uint64_t values_ = 0, next_ = 0;
+  const uint8_t* bytes_ = nullptr;
+  bool ok_ = true;
+};
+
 // Events go to the visitor in groups (OnEvents), so that it sees a few ahead (Upcoming); small
 // ones, which stay in the first-level cache between being decoded and being replayed.
 constexpr size_t kDeliveryGroup = 256;
@@ -113,29 +151,18 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
     *error = "event counts do not match the kinds column";
     return false;
   }
-  // Address deltas: a width byte, then `width` planes of one byte per value (see the encoder).
-  uint8_t width = addresses.Byte();
-  uint64_t values = width == 0 ? 0 : addresses.Remaining() / width;
-  if (!addresses.ok() || width > 8 || (width == 0 && !addresses.AtEnd()) ||
-      (width != 0 && addresses.Remaining() % width != 0)) {
+  // Address deltas (and 9.0's sizes): byte planes.
+  Planes address_planes, size_planes;
+  if (!address_planes.Open(addresses)) {
     *error = "bad address column";
     return false;
   }
-  const auto* plane_bytes = reinterpret_cast<const uint8_t*>(addresses.Bytes(width * values).data());
-  uint64_t next_value = 0;
-  bool values_ok = true;
+  if (has_neighbours && !size_planes.Open(sizes)) {
+    *error = "bad size column";
+    return false;
+  }
   auto next_delta = [&]() -> uint64_t {
-    if (width == 0) return 0;
-    if (next_value >= values) {
-      values_ok = false;
-      return 0;
-    }
-    uint64_t zigzag = 0;
-    for (int plane = 0; plane < width; ++plane) {
-      zigzag |= static_cast<uint64_t>(plane_bytes[plane * values + next_value]) << (8 * plane);
-    }
-    ++next_value;
-    return static_cast<uint64_t>(UnZigZag(zigzag));
+    return static_cast<uint64_t>(UnZigZag(address_planes.Next()));
   };
   // Chunks before the first decoded one may be missing from what this chunk's events are coded
   // against; with kAllocations that is allowed until kResumeChunks are decoded (the addresses
@@ -157,7 +184,7 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       e.kind = static_cast<EventKind>(kind);
       uint64_t gap = seqs.Varint();
       seq = k == 0 ? gap : seq + gap + 1;
-      e.size = HasSize(e.kind) ? sizes.Varint() : 0;
+      e.size = !HasSize(e.kind) ? 0 : has_neighbours ? size_planes.Next() : sizes.Varint();
       // The address: in full (a delta on the chain), a back-reference, or a reused block. The
       // chain moves only to addresses coded in full in this chunk (see the encoder).
       bool coded_in_full = true;
@@ -225,8 +252,8 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       } else {
         e.stack = 0;
       }
-      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !neighbours.ok() || !values_ok ||
-          !sizes.ok() || !stacks.ok()) {
+      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !neighbours.ok() ||
+          !address_planes.ok() || !sizes.ok() || !size_planes.ok() || !stacks.ok()) {
         break;
       }
       if (grouped) {
@@ -238,11 +265,14 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
     }
   }
   bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && neighbours.ok() &&
-                  values_ok && sizes.ok() && stacks.ok();
+                  address_planes.ok() && sizes.ok() && size_planes.ok() && stacks.ok();
   if (!complete) {
     *error = "an event column ends early";
-  } else if (next_value != values) {
+  } else if (!address_planes.AllRead()) {
     *error = "bytes left over in the address column";
+    complete = false;
+  } else if (has_neighbours && !size_planes.AllRead()) {
+    *error = "bytes left over in the size column";
     complete = false;
   }
   return complete;

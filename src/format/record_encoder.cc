@@ -9,6 +9,22 @@ namespace memlens::format {
 namespace {
 
 void PutType(std::string* out, RecordType type) { out->push_back(static_cast<char>(type)); }
+// Values as fixed-width little-endian numbers stored byte plane by byte plane (all low bytes,
+// then all second bytes...): a width byte, then the planes; the high planes are nearly all zero
+// and each plane's bytes have statistics of their own. Returns the width.
+int PutPlanes(const std::vector<uint64_t>& values, ByteColumn* column) {
+  uint64_t widest = 0;
+  for (uint64_t v : values) widest |= v;
+  int width = 0;
+  while (width < 8 && (widest >> (8 * width)) != 0) ++width;
+  column->clear();
+  column->PutByte(static_cast<uint8_t>(width));
+  char* plane_bytes = column->Append(width * values.size());
+  for (int plane = 0; plane < width; ++plane) {
+    for (uint64_t v : values) *plane_bytes++ = static_cast<char>(v >> (8 * plane));
+  }
+  return width;
+}
 void PutString(std::string* out, const std::string& s) {
   PutVarint(out, s.size());
   out->append(s);
@@ -217,7 +233,7 @@ void RecordEncoder::AddEvent(const Event& e) {
   }
   if (coded_in_full) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
   if (moves_chain) last_address_ = rotated;
-  if (HasSize(e.kind)) sizes_.PutVarint(e.size);
+  if (HasSize(e.kind)) size_values_.push_back(e.size);
   if (HasStack(e.kind)) {
     stacks_.PutSignedVarint(static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
@@ -243,32 +259,31 @@ void RecordEncoder::FinishEvents() {
     PutVarint(out_, thread);
     PutVarint(out_, count);
   }
-  // Addresses: the deltas as fixed-width little-endian numbers, stored byte plane by byte
-  // plane (all low bytes, then all second bytes...): the high planes are nearly all zero.
-  uint64_t widest = 0;
-  for (uint64_t d : address_deltas_) widest |= d;
-  int width = 0;
-  while (width < 8 && (widest >> (8 * width)) != 0) ++width;
-  addresses_.clear();
-  addresses_.PutByte(static_cast<uint8_t>(width));
-  char* plane_bytes = addresses_.Append(width * address_deltas_.size());
-  for (int plane = 0; plane < width; ++plane) {
-    for (uint64_t d : address_deltas_) *plane_bytes++ = static_cast<char>(d >> (8 * plane));
-  }
+  const int address_width = PutPlanes(address_deltas_, &addresses_);
+  const int size_width = PutPlanes(size_values_, &sizes_);
   for (ByteColumn* column :
        {&kinds_, &seqs_, &releases_, &reuses_, &neighbours_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
+    block_starts_.push_back(out_->size());
+    const bool planes = column == &addresses_ || column == &sizes_;
+    const int width = column == &addresses_ ? address_width : size_width;
+    const size_t values = column == &addresses_ ? address_deltas_.size() : size_values_.size();
+    for (int plane = 1; planes && plane < width; ++plane) {  // each plane a block of its own
+      block_starts_.push_back(out_->size() + 1 + plane * values);
+    }
     out_->append(column->data(), column->size());
     column->clear();
   }
   batches_.clear();
   address_deltas_.clear();
+  size_values_.clear();
 }
 
 // Back-references reach kReleaseReachChunks chunks back: forget the allocations of the chunk
 // that falls out of reach (the recent table needs no clearing: its hits are checked).
 void RecordEncoder::NextChunk() {
   ++chunk_;
+  block_starts_.clear();
   for (auto it = thread_allocations_.begin(); it != thread_allocations_.end();) {
     it->second.NextChunk();
     it = it->second.empty() ? thread_allocations_.erase(it) : std::next(it);

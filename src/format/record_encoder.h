@@ -51,6 +51,9 @@ class RecordEncoder {
   void FinishEvents();
   void NextChunk();
   size_t pending_events() const { return kinds_.size(); }
+  // Offsets in the output of the event records' columns and byte planes since the last
+  // NextChunk: where the chunk compressor should start a new block (ChunkCompressor).
+  const std::vector<size_t>& block_starts() const { return block_starts_; }
 
  private:
   // A thread's reachable allocations, as the reader keeps them, and the back-references its
@@ -86,15 +89,18 @@ class RecordEncoder {
 
   std::string* out_;
   std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
-  ByteColumn kinds_, seqs_, releases_, reuses_, neighbours_, sizes_, stacks_;
-  std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at FinishEvents
-  ByteColumn addresses_;
+  ByteColumn kinds_, seqs_, releases_, reuses_, neighbours_, stacks_;
+  // Written as byte planes at FinishEvents (PutPlanes).
+  std::vector<uint64_t> address_deltas_;  // zigzag
+  std::vector<uint64_t> size_values_;
+  ByteColumn addresses_, sizes_;
   uint64_t last_seq_ = 0;
   uint64_t last_address_ = 0;  // rotated
   uint64_t last_stack_ = 0;
   bool first_in_batch_ = true;
   bool batch_open_ = false;
   std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
+  std::vector<size_t> block_starts_;
   std::vector<RecentSlot> ends_;    // 2^kEndBits, or empty before the first allocation
   std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;
   uint64_t stack_nodes_ = 0;  // of the image so far
