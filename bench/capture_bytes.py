@@ -30,8 +30,9 @@ ZSTD.ZSTD_isError.restype = ctypes.c_uint
 
 RECORD_NAMES = {1: "process", 2: "module", 3: "module unload", 4: "thread", 5: "stack node",
                 6: "events", 7: "time", 8: "end", 9: "drops", 10: "python code", 11: "resident",
-                12: "string", 16: "sampling"}
-COLUMNS = ["kinds", "seqs", "releases", "reuses", "addresses", "sizes", "stacks"]
+                12: "string", 13: "events", 16: "sampling"}
+# The columns of a kEventColumns record (9.0); 8.x's kEvents lacks the neighbours column.
+COLUMNS = ["kinds", "seqs", "releases", "reuses", "neighbours", "addresses", "sizes", "stacks"]
 
 
 def zstd_compress(data, level=1):
@@ -95,7 +96,7 @@ def split_payload(payload, parts, stats):
         start = c.pos
         rtype = payload[c.pos]
         c.pos += 1
-        if rtype == 6:
+        if rtype in (6, 13):
             batches = c.varint()
             for _ in range(batches):
                 c.varint()
@@ -103,6 +104,8 @@ def split_payload(payload, parts, stats):
             parts["events: batch list"] += payload[start:c.pos]
             columns = {}
             for name in COLUMNS:
+                if name == "neighbours" and rtype == 6:
+                    continue
                 n = c.varint()
                 columns[name] = payload[c.pos:c.pos + n]
                 parts["events: " + name] += payload[c.pos:c.pos + n]
@@ -146,7 +149,7 @@ def split_payload(payload, parts, stats):
                 stats["python frame nodes"] += 1
         elif rtype == 8:
             c.pos += 1
-            for _ in range(4):
+            for _ in range(5):  # monotonic_ns, events, dropped, detail, unrecorded_children
                 c.varint()
         elif rtype == 10:
             c.varint()

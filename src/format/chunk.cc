@@ -3,6 +3,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/crc32c.h"
@@ -36,14 +37,38 @@ std::string EncodeFileHeader() {
 }
 
 ChunkCompressor::ChunkCompressor(int zstd_level) : cctx_(ZSTD_createCCtx()), level_(zstd_level) {}
+
+// One zstd frame whose blocks start at the breaks (ZSTD_e_flush ends a block); the output
+// buffer holds the worst case, so every call completes. Returns the size, or the payload's size
+// when zstd fails (the chunk is then stored raw).
+size_t ChunkCompressor::CompressInBlocks(std::string_view payload, const std::vector<size_t>& breaks) {
+  scratch_.resize(ZSTD_compressBound(payload.size()) + 3 * (breaks.size() + 1));
+  ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
+  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
+  ZSTD_CCtx_setPledgedSrcSize(cctx_, payload.size());
+  ZSTD_outBuffer output{scratch_.data(), scratch_.size(), 0};
+  size_t from = 0;
+  for (size_t i = 0; i <= breaks.size(); ++i) {
+    const bool last = i == breaks.size();
+    const size_t to = last ? payload.size() : std::min(std::max(breaks[i], from), payload.size());
+    ZSTD_inBuffer input{payload.data() + from, to - from, 0};
+    size_t left = ZSTD_compressStream2(cctx_, &output, &input, last ? ZSTD_e_end : ZSTD_e_flush);
+    if (ZSTD_isError(left) || left != 0 || input.pos != input.size) return payload.size();
+    from = to;
+  }
+  return output.pos;
+}
 ChunkCompressor::~ChunkCompressor() { ZSTD_freeCCtx(cctx_); }
 
-void ChunkCompressor::AppendChunk(std::string_view payload, std::string* out) {
+void ChunkCompressor::AppendChunk(std::string_view payload, std::string* out,
+                                  const std::vector<size_t>* breaks) {
   size_t n = 0;
-  if (level_ != kStoreRaw) {
+  if (level_ != kStoreRaw && (!breaks || breaks->empty())) {
     scratch_.resize(ZSTD_compressBound(payload.size()));
     n = ZSTD_compressCCtx(cctx_, scratch_.data(), scratch_.size(), payload.data(),
                           payload.size(), level_);
+  } else if (level_ != kStoreRaw) {
+    n = CompressInBlocks(payload, *breaks);
   }
   Codec codec = Codec::kZstd;
   std::string_view stored(scratch_.data(), n);
@@ -84,10 +109,10 @@ bool ChunkReader::ReadFileHeader(uint16_t* major, uint16_t* minor, std::string* 
              std::to_string(kFormatMinor) + "): upgrade memlens";
     return false;
   }
-  if (*major < kFormatMajor) {  // nothing was released before: no reader of older layouts
+  if (*major < kOldestReadableMajor) {  // nothing older was released
     *error = "capture format version " + std::to_string(*major) + "." + std::to_string(*minor) +
-             " is older than this memlens reads (" + std::to_string(kFormatMajor) + "." +
-             std::to_string(kFormatMinor) + "): record it again";
+             " is older than this memlens reads (" + std::to_string(kOldestReadableMajor) +
+             ".0 and later): record it again";
     return false;
   }
   return true;

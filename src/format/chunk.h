@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct ZSTD_CCtx_s;
 struct ZSTD_DCtx_s;
@@ -35,9 +36,15 @@ class ChunkCompressor {
   ChunkCompressor& operator=(const ChunkCompressor&) = delete;
 
   // Appends header + compressed payload to *out. The payload must be at most kMaxChunkRawSize.
-  void AppendChunk(std::string_view payload, std::string* out);
+  // With `breaks` (ascending payload offsets), zstd starts a new block at each: a block's
+  // literals share one Huffman table, so each column of an event batch (and each byte plane)
+  // gets a table of its own instead of one for the mix (RecordEncoder::block_starts).
+  void AppendChunk(std::string_view payload, std::string* out,
+                   const std::vector<size_t>* breaks = nullptr);
 
  private:
+  size_t CompressInBlocks(std::string_view payload, const std::vector<size_t>& breaks);
+
   ZSTD_CCtx_s* cctx_;
   int level_;
   std::string scratch_;

@@ -265,14 +265,14 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
                          std::string("\x01\x01\x01\x01\x7f\x01\x00\x00\x00\x01\x00\x00\x00", 13);
   EXPECT_FALSE(DecodeRecords(bad_kind, &c, &error));
   EXPECT_NE(error.find("unknown event kind 127"), std::string::npos) << error;
-  // A sampling rate of 0 would divide by zero in every estimate: refused (8.2 layout: 0, rate,
+  // A sampling rate of 0 would divide by zero in every estimate: refused (9.0 layout: 0, rate,
   // exact_from).
   std::string zero_rate = {static_cast<char>(RecordType::kSampling), '\0', '\0', '\0'};
   EXPECT_FALSE(DecodeRecords(zero_rate, &c, &error));
   EXPECT_NE(error.find("rate 0"), std::string::npos) << error;
 }
 
-// Format 8.2 gave kSampling its exact_from; 8.1 captures (the rate alone) read as having no
+// Format 9.0 gave kSampling its exact_from; 8.x captures (the rate alone) read as having no
 // threshold, and a sampling record without one round-trips as none.
 TEST(Records, SamplingThresholdAcrossVersions) {
   Collector c;
@@ -298,20 +298,21 @@ TEST(Records, BatchCountsMustMatchTheColumns) {
   EXPECT_TRUE(c.events.empty());
 }
 
-// The columns of the one kEvents record in `payload` (which holds nothing else), by name.
+// The columns of the one kEventColumns record in `payload` (which holds nothing else), by name.
 struct EventColumns {
-  std::string kinds, seqs, releases, reuses, addresses, sizes, stacks;
+  std::string kinds, seqs, releases, reuses, neighbours, addresses, sizes, stacks;
 };
 EventColumns SplitEvents(const std::string& payload) {
   const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
   const auto* end = p + payload.size();
-  EXPECT_EQ(*p++, static_cast<uint8_t>(RecordType::kEvents));
+  EXPECT_EQ(*p++, static_cast<uint8_t>(RecordType::kEventColumns));
   uint64_t batches = 0, v = 0;
   GetVarint(&p, end, &batches);
   for (uint64_t b = 0; b < 2 * batches; ++b) GetVarint(&p, end, &v);
   EventColumns c;
   for (std::string* column :
-       {&c.kinds, &c.seqs, &c.releases, &c.reuses, &c.addresses, &c.sizes, &c.stacks}) {
+       {&c.kinds, &c.seqs, &c.releases, &c.reuses, &c.neighbours, &c.addresses, &c.sizes,
+        &c.stacks}) {
     uint64_t n = 0;
     EXPECT_TRUE(GetVarint(&p, end, &n));
     column->assign(reinterpret_cast<const char*>(p), n);
@@ -343,8 +344,9 @@ void ExpectSameEvents(const std::vector<Event>& got, const std::vector<Event>& w
 TEST(EventBatches, ReleasesReferBackToTheirAllocation) {
   // The example of docs/capture-format.md: thread 1 allocates A and B and frees A; thread 2
   // allocates C; thread 1 frees B in a batch of its own. The frees are the 2nd and the 1st
-  // latest allocation of thread 1: releases {2, 1}; the address column holds the allocations
-  // only (width 3): A from 0, B 7 above A, C from 0 (a new batch).
+  // latest allocation of thread 1: releases {2, 1}. B starts where A's 112-byte glibc chunk
+  // ends: neighbours {0, 1, 0}; the address column holds A from 0 and C from 0 (a new batch),
+  // width 3.
   std::string payload;
   RecordEncoder enc(&payload);
   std::vector<Event> events = {{0, EventKind::kMalloc, 0x4052a0, 100, 3, 1},
@@ -359,7 +361,30 @@ TEST(EventBatches, ReleasesReferBackToTheirAllocation) {
   enc.FinishEvents();
   EventColumns c = SplitEvents(payload);
   EXPECT_EQ(c.releases, std::string("\x02\x01", 2));
-  EXPECT_EQ(c.addresses, std::string("\x03\x54\x0e\x72\x0a\x00\x0a\x08\x00\x08", 10));
+  EXPECT_EQ(c.neighbours, std::string("\x00\x01\x00", 3));
+  EXPECT_EQ(c.addresses, std::string("\x03\x54\x72\x0a\x0a\x08\x08", 7));
+  ExpectSameEvents(Decode(payload), events);
+}
+
+TEST(EventBatches, AllocationsRightBehindABlockOfTheirThreadNameIt) {
+  // Thread 1: A (100 bytes: a 112-byte glibc chunk), B right behind it, then (thread 2) C right
+  // behind B (another thread's: in full), then thread 1 again: D behind B (its latest), E of
+  // 5000 bytes and F behind E (above 4096 bytes: no neighbour), and a free of A in between.
+  std::string payload;
+  RecordEncoder enc(&payload);
+  std::vector<Event> events = {{0, EventKind::kMalloc, 0x1000, 100, 1, 1},
+                               {1, EventKind::kCalloc, 0x1070, 40, 2, 1},
+                               {2, EventKind::kMalloc, 0x10a0, 8, 1, 2},
+                               {3, EventKind::kFree, 0x1000, 0, 0, 1},
+                               {4, EventKind::kMalloc, 0x10a0, 24, 1, 1},
+                               {5, EventKind::kMalloc, 0x2000, 5000, 1, 1},
+                               {6, EventKind::kMalloc, 0x2000 + 16 * ReuseClass(5000), 8, 1, 1}};
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i == 0 || events[i].thread != events[i - 1].thread) enc.BeginEvents(events[i].thread);
+    enc.AddEvent(events[i]);
+  }
+  enc.FinishEvents();
+  EXPECT_EQ(SplitEvents(payload).neighbours, std::string("\x00\x01\x00\x01\x00\x00", 6));
   ExpectSameEvents(Decode(payload), events);
 }
 
@@ -435,6 +460,21 @@ void ExpectChunksDecode(const std::vector<std::string>& payloads,
     ASSERT_TRUE(DecodeRecords(payloads[i], &c, &error, EventDecoding::kDeliver, &state)) << error;
     ExpectSameEvents(c.events, events[i]);
   }
+}
+
+TEST(EventBatches, NeighboursReachEarlierChunksWhileTheirOriginIsRecent) {
+  // A in chunk 1; B right behind it in chunk 2 (a neighbour one chunk back, origin chunk 1);
+  // then two chunks without events; C behind B in chunk 5: B's address came from chunk 1,
+  // more than kReuseOriginChunks back, so C is coded in full.
+  std::vector<std::vector<Event>> chunks = {{{0, EventKind::kMalloc, 0x1000, 100, 1, 1}},
+                                            {{1, EventKind::kMalloc, 0x1070, 40, 1, 1}},
+                                            {},
+                                            {},
+                                            {{2, EventKind::kMalloc, 0x10a0, 8, 1, 1}}};
+  std::vector<std::string> payloads = EncodeChunks(chunks);
+  EXPECT_EQ(SplitEvents(payloads[1]).neighbours, std::string("\x01", 1));
+  EXPECT_EQ(SplitEvents(payloads[4]).neighbours, std::string("\x00", 1));
+  ExpectChunksDecode(payloads, chunks);
 }
 
 // Three chunks: thread 1 allocates X, W and V in chunk 1; in chunk 2 it frees X (one chunk
@@ -715,11 +755,15 @@ TEST(Records, StackNodeParentsAreCodedRelativeToTheNode) {
   EXPECT_NE(error.find("names a parent after it"), std::string::npos) << error;
 }
 
-// A kEvents record of one batch (thread 1) from hand-made columns; every size is 8, and every
-// allocation's reuse rank 0 unless `reuses` is given.
+// A kEvents record (8.x's layout, which readers still read: these hand-made records test it) of
+// one batch (thread 1) from hand-made columns; every size is 8, and every allocation's reuse
+// rank 0 unless `reuses` is given.
+// With `neighbours` given, a kEventColumns record (9.0) with that column (and the sizes in
+// byte planes).
 std::string EventsRecord(uint64_t count, const std::string& kinds, const std::string& releases,
-                         const std::string& addresses, const std::string* reuses = nullptr) {
-  std::string r(1, static_cast<char>(RecordType::kEvents));
+                         const std::string& addresses, const std::string* reuses = nullptr,
+                         const std::string* neighbours = nullptr) {
+  std::string r(1, static_cast<char>(neighbours ? RecordType::kEventColumns : RecordType::kEvents));
   PutVarint(&r, 1);
   PutVarint(&r, 1);
   PutVarint(&r, count);
@@ -730,8 +774,10 @@ std::string EventsRecord(uint64_t count, const std::string& kinds, const std::st
     if (AddressChain(static_cast<EventKind>(kind)) == 0) ranks.push_back('\0');
   }
   if (reuses) ranks = *reuses;
+  if (neighbours) sizes.insert(0, 1, '\x01');  // 9.0: byte planes, width 1
   for (const std::string* column : std::initializer_list<const std::string*>{
-           &kinds, &seqs, &releases, &ranks, &addresses, &sizes, &stacks}) {
+           &kinds, &seqs, &releases, &ranks, neighbours, &addresses, &sizes, &stacks}) {
+    if (!column) continue;
     PutVarint(&r, column->size());
     r.append(*column);
   }
@@ -761,6 +807,27 @@ TEST(EventBatches, BadReferencesAndAddressColumnsAreCorruption) {
       // ...or the 2nd latest when one was.
       {EventsRecord(3, {kMalloc, kFree, kMalloc}, "\x01", "\x01\x20", &ranks_0_2), "reused block 2"},
   };
+  // 9.0: a neighbour beyond the allocations listed (sizes are 8: class 2, End = address + 32).
+  const std::string neighbours_0_2("\x00\x02", 2), neighbours_0_1("\x00\x01", 2);
+  const std::string ranks_0_0("\x00\x00", 2);
+  Case neighbour_cases[] = {
+      {EventsRecord(2, {kMalloc, kMalloc}, "", "\x01\x20", &ranks_0_0, &neighbours_0_2),
+       "names neighbour 2"},
+  };
+  for (const Case& t : neighbour_cases) {
+    Collector c;
+    std::string error;
+    EXPECT_FALSE(DecodeRecords(t.record, &c, &error)) << t.message;
+    EXPECT_NE(error.find(t.message), std::string::npos) << error;
+  }
+  Collector after;
+  std::string after_error;
+  ASSERT_TRUE(DecodeRecords(EventsRecord(2, {kMalloc, kMalloc}, "", "\x01\x40", &ranks_0_0,
+                                         &neighbours_0_1),
+                            &after, &after_error))
+      << after_error;
+  ASSERT_EQ(after.events.size(), 2u);
+  EXPECT_EQ(after.events[1].address, 0x200u + 32);  // right behind the first (its chunk: 32)
   for (const Case& t : cases) {
     Collector c;
     std::string error;
@@ -930,8 +997,13 @@ TEST(Chunks, FileHeaderChecks) {
   ReadOne(newer, &out, &error, &header_ok);
   EXPECT_FALSE(header_ok);
   EXPECT_NE(error.find("newer than this memlens reads"), std::string::npos) << error;
+  // 8.x captures are still read (their event batches are kEvents records, tested above).
+  std::string eight = EncodeFileHeader();
+  eight[8] = static_cast<char>(kOldestReadableMajor);
+  ReadOne(eight, &out, &error, &header_ok);
+  EXPECT_TRUE(header_ok) << error;
   std::string older = EncodeFileHeader();
-  older[8] = static_cast<char>(kFormatMajor - 1);
+  older[8] = static_cast<char>(kOldestReadableMajor - 1);
   ReadOne(older, &out, &error, &header_ok);
   EXPECT_FALSE(header_ok);
   EXPECT_NE(error.find("older than this memlens reads"), std::string::npos) << error;

@@ -19,6 +19,7 @@ namespace memlens::format {
 
 class ReachableAllocations {
  public:
+  static constexpr uint16_t kMaxNeighbourClass = 257;  // ReuseClass(4096)
   size_t size() const { return static_cast<size_t>(end_ - begin_); }  // allocations in reach
   // Allocations listed since the thread's first (Address(1) is the added()-th).
   uint64_t added() const { return end_; }
@@ -34,6 +35,13 @@ class ReachableAllocations {
   // coded the address in full.
   uint64_t Address(uint64_t back) const { return addresses_[Slot(back)]; }
   uint32_t Origin(uint64_t back) const { return origins_[Slot(back)]; }
+  // Where the block after the back-th latest allocation would start, were glibc's malloc to
+  // carve it right behind (its chunk: the size plus 8, rounded up to 16, at least 32; that is
+  // 16 x ReuseClass up to 4096 bytes); 0 for a larger or unsized allocation (section 5).
+  uint64_t End(uint64_t back) const {
+    const uint16_t size_class = classes_[Slot(back)];
+    return size_class >= 2 && size_class <= kMaxNeighbourClass ? Address(back) + 16u * size_class : 0;
+  }
   // True when the back-th latest allocation was made in the current chunk.
   bool InCurrentChunk(uint64_t back) const { return end_ - back >= current_; }
   // True when the back-th latest allocation listed is at `address`.

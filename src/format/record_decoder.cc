@@ -75,6 +75,44 @@ Cursor TakeColumn(Cursor* c) {
   return Cursor(bytes);
 }
 
+// A column of byte planes (see the encoder's PutPlanes): a width byte, then `width` planes of
+// one byte per value.
+class Planes {
+ public:
+  // False when the column is malformed.
+  bool Open(Cursor column) {
+    width_ = column.Byte();
+    values_ = width_ == 0 ? 0 : column.Remaining() / width_;
+    if (!column.ok() || width_ > 8 || (width_ == 0 && !column.AtEnd()) ||
+        (width_ != 0 && column.Remaining() % width_ != 0)) {
+      return false;
+    }
+    bytes_ = reinterpret_cast<const uint8_t*>(column.Bytes(width_ * values_).data());
+    return true;
+  }
+  uint64_t Next() {
+    if (width_ == 0) return 0;
+    if (next_ >= values_) {
+      ok_ = false;
+      return 0;
+    }
+    uint64_t v = 0;
+    for (int plane = 0; plane < width_; ++plane) {
+      v |= static_cast<uint64_t>(bytes_[plane * values_ + next_]) << (8 * plane);
+    }
+    ++next_;
+    return v;
+  }
+  bool ok() const { return ok_; }
+  bool AllRead() const { return next_ == values_; }
+
+ private:
+  uint8_t width_ = 0;
+  uint64_t values_ = 0, next_ = 0;
+  const uint8_t* bytes_ = nullptr;
+  bool ok_ = true;
+};
+
 // Events go to the visitor in groups (OnEvents), so that it sees a few ahead (Upcoming); small
 // ones, which stay in the first-level cache between being decoded and being replayed.
 constexpr size_t kDeliveryGroup = 256;
@@ -84,10 +122,11 @@ void Deliver(RecordVisitor* v, DecodeState* state) {
   state->delivered.clear();
 }
 
-// Decodes a kEvents record: its events go to the visitor one by one, or, when it wants hints,
-// in groups gathered in state->delivered.
+// Decodes a kEventColumns record (or 8.x's kEvents, which lacks the neighbours column): its
+// events go to the visitor one by one, or, when it wants hints, in groups gathered in
+// state->delivered.
 bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
-                        DecodeState* state) {
+                        DecodeState* state, bool has_neighbours) {
   uint64_t batch_count = c->Count(2);
   std::vector<std::pair<uint32_t, uint64_t>> batches;
   uint64_t total = 0;
@@ -102,8 +141,8 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
     batches.push_back({thread, count});
   }
   Cursor kinds = TakeColumn(c), seqs = TakeColumn(c), releases = TakeColumn(c),
-         reuses = TakeColumn(c), addresses = TakeColumn(c), sizes = TakeColumn(c),
-         stacks = TakeColumn(c);
+         reuses = TakeColumn(c), neighbours = has_neighbours ? TakeColumn(c) : Cursor({}),
+         addresses = TakeColumn(c), sizes = TakeColumn(c), stacks = TakeColumn(c);
   if (!c->ok()) return false;
   if (mode == EventDecoding::kSkip) return true;  // the columns are stepped over
   const bool deliver = mode == EventDecoding::kDeliver;
@@ -112,29 +151,18 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
     *error = "event counts do not match the kinds column";
     return false;
   }
-  // Address deltas: a width byte, then `width` planes of one byte per value (see the encoder).
-  uint8_t width = addresses.Byte();
-  uint64_t values = width == 0 ? 0 : addresses.Remaining() / width;
-  if (!addresses.ok() || width > 8 || (width == 0 && !addresses.AtEnd()) ||
-      (width != 0 && addresses.Remaining() % width != 0)) {
+  // Address deltas (and 9.0's sizes): byte planes.
+  Planes address_planes, size_planes;
+  if (!address_planes.Open(addresses)) {
     *error = "bad address column";
     return false;
   }
-  const auto* plane_bytes = reinterpret_cast<const uint8_t*>(addresses.Bytes(width * values).data());
-  uint64_t next_value = 0;
-  bool values_ok = true;
+  if (has_neighbours && !size_planes.Open(sizes)) {
+    *error = "bad size column";
+    return false;
+  }
   auto next_delta = [&]() -> uint64_t {
-    if (width == 0) return 0;
-    if (next_value >= values) {
-      values_ok = false;
-      return 0;
-    }
-    uint64_t zigzag = 0;
-    for (int plane = 0; plane < width; ++plane) {
-      zigzag |= static_cast<uint64_t>(plane_bytes[plane * values + next_value]) << (8 * plane);
-    }
-    ++next_value;
-    return static_cast<uint64_t>(UnZigZag(zigzag));
+    return static_cast<uint64_t>(UnZigZag(address_planes.Next()));
   };
   // Chunks before the first decoded one may be missing from what this chunk's events are coded
   // against; with kAllocations that is allowed until kResumeChunks are decoded (the addresses
@@ -156,7 +184,7 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       e.kind = static_cast<EventKind>(kind);
       uint64_t gap = seqs.Varint();
       seq = k == 0 ? gap : seq + gap + 1;
-      e.size = HasSize(e.kind) ? sizes.Varint() : 0;
+      e.size = !HasSize(e.kind) ? 0 : has_neighbours ? size_planes.Next() : sizes.Varint();
       // The address: in full (a delta on the chain), a back-reference, or a reused block. The
       // chain moves only to addresses coded in full in this chunk (see the encoder).
       bool coded_in_full = true;
@@ -165,15 +193,25 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       if (AddressChain(e.kind) == 0) {
         uint64_t rank = reuses.Varint();  // 0: the address is in full
         ReusedBlocks::Block block;
-        if (rank == 0) {
+        uint64_t neighbour = rank == 0 && has_neighbours ? neighbours.Varint() : 0;
+        if (rank == 0 && neighbour == 0) {
           // (coded in full)
-        } else if (rank <= ReusedBlocks::kDepth &&
+        } else if (neighbour != 0 && neighbour <= list.size() && list.End(neighbour) != 0) {
+          e.address = list.End(neighbour);
+          origin = list.Origin(neighbour);
+          coded_in_full = false;
+          moves_chain = origin == chunk;
+        } else if (neighbour != 0 && !tolerant) {
+          *error = "an allocation names neighbour " + std::to_string(neighbour) +
+                   " of its thread, beyond those decoded or of no known end";
+          return false;
+        } else if (neighbour == 0 && rank <= ReusedBlocks::kDepth &&
                    list.reused.Take(ReuseClass(e.size), static_cast<uint32_t>(rank), &block)) {
           e.address = block.address;
           origin = block.origin;
           coded_in_full = false;
           moves_chain = origin == chunk;
-        } else if (tolerant) {
+        } else if (tolerant) {  // a reuse or a neighbour of what was not decoded
           e.address = 0;
           origin = chunk - static_cast<uint32_t>(kResumeChunks);  // unknown: never moves a chain
           coded_in_full = moves_chain = false;
@@ -214,8 +252,8 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       } else {
         e.stack = 0;
       }
-      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !values_ok || !sizes.ok() ||
-          !stacks.ok()) {
+      if (!seqs.ok() || !releases.ok() || !reuses.ok() || !neighbours.ok() ||
+          !address_planes.ok() || !sizes.ok() || !size_planes.ok() || !stacks.ok()) {
         break;
       }
       if (grouped) {
@@ -226,12 +264,15 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
       }
     }
   }
-  bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && values_ok &&
-                  sizes.ok() && stacks.ok();
+  bool complete = kinds.ok() && seqs.ok() && releases.ok() && reuses.ok() && neighbours.ok() &&
+                  address_planes.ok() && sizes.ok() && size_planes.ok() && stacks.ok();
   if (!complete) {
     *error = "an event column ends early";
-  } else if (next_value != values) {
+  } else if (!address_planes.AllRead()) {
     *error = "bytes left over in the address column";
+    complete = false;
+  } else if (has_neighbours && !size_planes.AllRead()) {
+    *error = "bytes left over in the size column";
     complete = false;
   }
   return complete;
@@ -239,9 +280,9 @@ bool DecodeEventColumns(Cursor* c, RecordVisitor* v, std::string* error, EventDe
 
 // Those decoded before a corrupt event are delivered all the same.
 bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding mode,
-                  DecodeState* state) {
+                  DecodeState* state, bool has_neighbours) {
   state->delivered.clear();
-  bool ok = DecodeEventColumns(c, v, error, mode, state);
+  bool ok = DecodeEventColumns(c, v, error, mode, state, has_neighbours);
   Deliver(v, state);
   return ok;
 }
@@ -329,7 +370,8 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         break;
       }
       case RecordType::kEvents:
-        if (!DecodeEvents(&c, v, &detail, events, state)) {
+      case RecordType::kEventColumns:
+        if (!DecodeEvents(&c, v, &detail, events, state, type == RecordType::kEventColumns)) {
           *error = "corrupt event batch at payload offset " + std::to_string(record_offset) +
                    (detail.empty() ? "" : ": " + detail);
           return false;
@@ -382,7 +424,7 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         break;
       }
       case RecordType::kSampling: {
-        // 8.1 and before: the rate alone. 8.2: 0, the rate, then exact_from (0: none).
+        // 8.x: the rate alone. 9.0: 0, the rate, then exact_from (0: none).
         SamplingRecord r{c.Varint()};
         if (c.ok() && r.rate == 0) {
           r.rate = c.Varint();
@@ -405,7 +447,7 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
       *error = "record cut short at payload offset " + std::to_string(record_offset);
       return false;
     }
-    if (metadata && type != RecordType::kEvents) {
+    if (metadata && type != RecordType::kEvents && type != RecordType::kEventColumns) {
       metadata->append(payload.substr(record_offset, c.offset() - record_offset));
     }
   }

@@ -9,6 +9,22 @@ namespace memlens::format {
 namespace {
 
 void PutType(std::string* out, RecordType type) { out->push_back(static_cast<char>(type)); }
+// Values as fixed-width little-endian numbers stored byte plane by byte plane (all low bytes,
+// then all second bytes...): a width byte, then the planes; the high planes are nearly all zero
+// and each plane's bytes have statistics of their own. Returns the width.
+int PutPlanes(const std::vector<uint64_t>& values, ByteColumn* column) {
+  uint64_t widest = 0;
+  for (uint64_t v : values) widest |= v;
+  int width = 0;
+  while (width < 8 && (widest >> (8 * width)) != 0) ++width;
+  column->clear();
+  column->PutByte(static_cast<uint8_t>(width));
+  char* plane_bytes = column->Append(width * values.size());
+  for (int plane = 0; plane < width; ++plane) {
+    for (uint64_t v : values) *plane_bytes++ = static_cast<char>(v >> (8 * plane));
+  }
+  return width;
+}
 void PutString(std::string* out, const std::string& s) {
   PutVarint(out, s.size());
   out->append(s);
@@ -105,7 +121,7 @@ void RecordEncoder::String(const StringRecord& r) {
 
 void RecordEncoder::Sampling(const SamplingRecord& r) {
   PutType(out_, RecordType::kSampling);
-  PutVarint(out_, 0);  // the 8.2 layout: a rate is never 0 (docs/capture-format.md)
+  PutVarint(out_, 0);  // the 9.0 layout: a rate is never 0 (docs/capture-format.md)
   PutVarint(out_, r.rate);
   PutVarint(out_, r.exact_from == kNoExactThreshold ? 0 : r.exact_from);
 }
@@ -143,13 +159,32 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
   return back;
 }
 
+// The allocation, of this batch's thread and in reach, that ends where `address` starts, with
+// an address coded in full recently enough (as for reuses); *origin: that chunk.
+uint64_t RecordEncoder::Neighbour(uint64_t address, uint32_t* origin) {
+  if (ends_.empty()) return 0;
+  const ThreadAllocations& mine = *batch_allocations_;
+  const RecentSlot& slot = ends_[EndIndex(address)];
+  if (slot.serial == 0 || slot.thread != batches_.back().first) return 0;
+  uint64_t back = static_cast<uint32_t>(static_cast<uint32_t>(mine.added()) - slot.serial) + 1ull;
+  if (back > mine.size() || mine.End(back) != address) return 0;
+  if (chunk_ - mine.Origin(back) > kReuseOriginChunks) return 0;
+  *origin = mine.Origin(back);
+  return back;
+}
+
 void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t origin) {
   ThreadAllocations& mine = *batch_allocations_;
   mine.Add(address, size, origin);
   if (address == 0) return;
-  if (recent_.empty()) recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
+  if (recent_.empty()) {
+    recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
+    ends_.assign(size_t{1} << kEndBits, RecentSlot{0, 0});
+  }
   uint32_t serial = static_cast<uint32_t>(mine.added());
-  recent_[RecentIndex(address)] = {batches_.back().first, serial == 0 ? 1 : serial};
+  const RecentSlot slot{batches_.back().first, serial == 0 ? 1 : serial};
+  recent_[RecentIndex(address)] = slot;
+  if (uint64_t end = mine.End(1)) ends_[EndIndex(end)] = slot;
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -178,6 +213,16 @@ void RecordEncoder::AddEvent(const Event& e) {
     }
     static_assert(ReusedBlocks::kDepth < 0x80);
     reuses_.PutByte(static_cast<uint8_t>(rank));  // a one-byte varint
+    if (rank == 0) {
+      uint32_t origin = chunk_;
+      uint64_t neighbour = Neighbour(e.address, &origin);
+      neighbours_.PutVarint(neighbour);
+      if (neighbour != 0) {
+        coded_in_full = false;
+        block.origin = origin;
+        moves_chain = origin == chunk_;
+      }
+    }
     NoteAllocation(e.address, size, block.origin);
   } else {
     uint64_t reference = BackReference(e.address);
@@ -190,7 +235,7 @@ void RecordEncoder::AddEvent(const Event& e) {
   }
   if (coded_in_full) address_deltas_.push_back(ZigZag(static_cast<int64_t>(rotated - last_address_)));
   if (moves_chain) last_address_ = rotated;
-  if (HasSize(e.kind)) sizes_.PutVarint(e.size);
+  if (HasSize(e.kind)) size_values_.push_back(e.size);
   if (HasStack(e.kind)) {
     stacks_.PutSignedVarint(static_cast<int64_t>(e.stack - last_stack_));
     last_stack_ = e.stack;
@@ -210,38 +255,37 @@ void RecordEncoder::FinishEvents() {
   EndEvents();
   batch_allocations_ = nullptr;
   if (batches_.empty()) return;
-  PutType(out_, RecordType::kEvents);
+  PutType(out_, RecordType::kEventColumns);
   PutVarint(out_, batches_.size());
   for (const auto& [thread, count] : batches_) {
     PutVarint(out_, thread);
     PutVarint(out_, count);
   }
-  // Addresses: the deltas as fixed-width little-endian numbers, stored byte plane by byte
-  // plane (all low bytes, then all second bytes...): the high planes are nearly all zero.
-  uint64_t widest = 0;
-  for (uint64_t d : address_deltas_) widest |= d;
-  int width = 0;
-  while (width < 8 && (widest >> (8 * width)) != 0) ++width;
-  addresses_.clear();
-  addresses_.PutByte(static_cast<uint8_t>(width));
-  char* plane_bytes = addresses_.Append(width * address_deltas_.size());
-  for (int plane = 0; plane < width; ++plane) {
-    for (uint64_t d : address_deltas_) *plane_bytes++ = static_cast<char>(d >> (8 * plane));
-  }
+  const int address_width = PutPlanes(address_deltas_, &addresses_);
+  const int size_width = PutPlanes(size_values_, &sizes_);
   for (ByteColumn* column :
-       {&kinds_, &seqs_, &releases_, &reuses_, &addresses_, &sizes_, &stacks_}) {
+       {&kinds_, &seqs_, &releases_, &reuses_, &neighbours_, &addresses_, &sizes_, &stacks_}) {
     PutVarint(out_, column->size());
+    block_starts_.push_back(out_->size());
+    const bool planes = column == &addresses_ || column == &sizes_;
+    const int width = column == &addresses_ ? address_width : size_width;
+    const size_t values = column == &addresses_ ? address_deltas_.size() : size_values_.size();
+    for (int plane = 1; planes && plane < width; ++plane) {  // each plane a block of its own
+      block_starts_.push_back(out_->size() + 1 + plane * values);
+    }
     out_->append(column->data(), column->size());
     column->clear();
   }
   batches_.clear();
   address_deltas_.clear();
+  size_values_.clear();
 }
 
 // Back-references reach kReleaseReachChunks chunks back: forget the allocations of the chunk
 // that falls out of reach (the recent table needs no clearing: its hits are checked).
 void RecordEncoder::NextChunk() {
   ++chunk_;
+  block_starts_.clear();
   for (auto it = thread_allocations_.begin(); it != thread_allocations_.end();) {
     it->second.NextChunk();
     it = it->second.empty() ? thread_allocations_.erase(it) : std::next(it);

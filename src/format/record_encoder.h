@@ -34,13 +34,16 @@ class RecordEncoder {
 
   // Batches of events, each of one thread in increasing seq order:
   //   BeginEvents(thread); AddEvent(e)...; EndEvents();  (repeated)  FinishEvents();
-  // FinishEvents writes every batch since the last call as one kEvents record, stored column by
-  // column across all batches (kinds, seq gaps, releases, reuses, addresses, sizes, stacks):
+  // FinishEvents writes every batch since the last call as one kEventColumns record, stored column
+  // by column across all batches (kinds, seq gaps, releases, reuses, neighbours, addresses,
+  // sizes, stacks):
   // like fields side by side compress far better than event by event. Deltas restart with each
   // batch; a release that frees a block allocated by the same thread earlier in this chunk or in
   // the kReleaseReachChunks chunks before is coded as a back-reference to that allocation, and
   // an allocation that gets back a block its thread freed earlier in this chunk as that block's
-  // rank among the freed blocks of its size class. NextChunk says that a chunk was written (the
+  // rank among the freed blocks of its size class, else one that starts where an allocation of
+  // its thread in reach ends (as glibc carves blocks) as a back-reference to that allocation:
+  // an address costs some 20 bits in full, a back-reference about 10. NextChunk says that a chunk was written (the
   // writer calls it after each one, as the reader starts each one).
   void BeginEvents(uint32_t thread);
   void AddEvent(const Event& e);
@@ -48,6 +51,9 @@ class RecordEncoder {
   void FinishEvents();
   void NextChunk();
   size_t pending_events() const { return kinds_.size(); }
+  // Offsets in the output of the event records' columns and byte planes since the last
+  // NextChunk: where the chunk compressor should start a new block (ChunkCompressor).
+  const std::vector<size_t>& block_starts() const { return block_starts_; }
 
  private:
   // A thread's reachable allocations, as the reader keeps them, and the back-references its
@@ -68,22 +74,34 @@ class RecordEncoder {
   static constexpr int kRecentBits = 13;
 
   uint64_t BackReference(uint64_t address);  // 0: none
+  uint64_t Neighbour(uint64_t address, uint32_t* origin);  // 0: none
   void NoteAllocation(uint64_t address, uint64_t size, uint32_t origin);
   static size_t RecentIndex(uint64_t address) {
     return static_cast<size_t>((RotateAddress(address) * 0x9e3779b97f4a7c15ULL) >> (64 - kRecentBits));
   }
+  static size_t EndIndex(uint64_t end) {
+    return static_cast<size_t>((RotateAddress(end) * 0x9e3779b97f4a7c15ULL) >> (64 - kEndBits));
+  }
+  // Where recent allocations end (ReachableAllocations::End), direct-mapped like recent_: an
+  // allocation made there names that one (Neighbour). 8 bytes x 2^kEndBits = 128 KiB: churn's
+  // neighbours are some 1,000 allocations back, up to its 4,096 live blocks.
+  static constexpr int kEndBits = 14;
 
   std::string* out_;
   std::vector<std::pair<uint32_t, uint64_t>> batches_;  // (thread, event count)
-  ByteColumn kinds_, seqs_, releases_, reuses_, sizes_, stacks_;
-  std::vector<uint64_t> address_deltas_;  // zigzag; written as byte planes at FinishEvents
-  ByteColumn addresses_;
+  ByteColumn kinds_, seqs_, releases_, reuses_, neighbours_, stacks_;
+  // Written as byte planes at FinishEvents (PutPlanes).
+  std::vector<uint64_t> address_deltas_;  // zigzag
+  std::vector<uint64_t> size_values_;
+  ByteColumn addresses_, sizes_;
   uint64_t last_seq_ = 0;
   uint64_t last_address_ = 0;  // rotated
   uint64_t last_stack_ = 0;
   bool first_in_batch_ = true;
   bool batch_open_ = false;
   std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
+  std::vector<size_t> block_starts_;
+  std::vector<RecentSlot> ends_;    // 2^kEndBits, or empty before the first allocation
   std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;
   uint64_t stack_nodes_ = 0;  // of the image so far
   uint32_t chunk_ = 0;        // chunks written so far (an address's origin is one of them)

@@ -13,9 +13,9 @@
 // block released earlier in the chunk (the reuses column) 6.0, and the protection of
 // anonymous mappings (reservations, mprotect: kinds 37-39) 7.0, and mimalloc's mappings in a
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
-// 8.0. Readers read their own major only. 8.2 adds exact_from to kSampling, in a layout an 8.1
-// reader refuses (as a rate of 0) rather than misreads; 8.3: kProcess's agent_version marks a
-// Python-lines-only capture.
+// 8.0, and allocations coded as starting where a block in reach ends (the neighbours column,
+// record kEventColumns) 9.0, with kSampling's exact_from and the python-stacks mark of
+// kProcess's agent_version. Readers read their own major and 8.x (kOldestReadableMajor).
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -31,8 +31,10 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 8;
-inline constexpr uint16_t kFormatMinor = 3;
+inline constexpr uint16_t kFormatMajor = 9;
+inline constexpr uint16_t kFormatMinor = 0;
+// The oldest major a reader still reads: 8.x differs only in its event batches (kEvents).
+inline constexpr uint16_t kOldestReadableMajor = 8;
 inline constexpr size_t kFileHeaderSize = 16;
 // How many chunks back a release may name an allocation of its thread (docs/capture-format.md,
 // section 5): a reader keeps the allocations of this many chunks.
@@ -60,6 +62,7 @@ enum class RecordType : uint8_t {
   kPythonCode = 10,   // a Python code object that stack nodes refer to (see PythonFrameIp)
   kResident = 11,     // the process's resident memory (RSS), sampled by the writer
   kString = 12,       // an interned string (heap, marker, snapshot and type names) by id
+  kEventColumns = 13,  // a batch of events, 9.0's layout (kEvents: 8.x's, read, not written)
   kSampling = 16,     // this image's heap allocations are sampled (right after its kProcess)
 };
 
@@ -181,7 +184,7 @@ struct ProcessRecord {
   uint64_t start_monotonic_ns = 0;  // CLOCK_MONOTONIC at agent start; kTime is relative to it
   std::string executable;
   std::vector<std::string> argv;
-  std::string agent_version;  // 8.3: ends in kPythonStacksMark in Python-lines-only mode
+  std::string agent_version;  // 9.0: ends in kPythonStacksMark in Python-lines-only mode
 };
 // Appended to kProcess's agent_version by an agent recording Python lines only, without native
 // unwinding (memlens run --python-stacks): its stacks lack native frames on purpose.
@@ -268,7 +271,7 @@ struct StringRecord {
 // 1 - exp(-s/rate); a block of exact_from bytes or more is always recorded; a free only when its
 // block was recorded. Mappings and pymalloc arenas are recorded in full. Readers scale each
 // recorded block back by 1 / SamplingModel{rate, exact_from}.RecordProbability(s)
-// (sampling_model.h, docs/sampling.md). Captures before 8.2 have no threshold.
+// (sampling_model.h, docs/sampling.md). 8.x captures have no threshold.
 struct SamplingRecord {
   uint64_t rate = 0;                          // mean bytes between samples; > 0
   uint64_t exact_from = kNoExactThreshold;  // blocks of this size or more are recorded whole

@@ -33,9 +33,11 @@ def test_missing_capture(command, tmp_path):
     assert_clean_failure(memlens(command, tmp_path / "nothing.mlens"), "cannot open", "No such file")
 
 
-# The format's major version, as the reader knows it: every earlier one is refused by name.
-FORMAT_MAJOR = int(re.search(r"kFormatMajor = (\d+);",
-                             (REPO / "src/format/records.h").read_text()).group(1))
+# The format's major version, as the reader knows it, and the oldest it still reads: every
+# earlier one is refused by name.
+RECORDS_H = (REPO / "src/format/records.h").read_text()
+FORMAT_MAJOR = int(re.search(r"kFormatMajor = (\d+);", RECORDS_H).group(1))
+OLDEST_MAJOR = int(re.search(r"kOldestReadableMajor = (\d+);", RECORDS_H).group(1))
 
 
 def header(major):
@@ -46,8 +48,8 @@ def header(major):
     (b"", "empty"),
     (os.urandom(4096), "not a memlens capture"),
     (header(99), "newer than this memlens reads"),
-    *[(header(major), "older than this memlens reads") for major in range(1, FORMAT_MAJOR)],
-    (header(FORMAT_MAJOR), "holds no recording"),
+    *[(header(major), "older than this memlens reads") for major in range(1, OLDEST_MAJOR)],
+    *[(header(major), "holds no recording") for major in range(OLDEST_MAJOR, FORMAT_MAJOR + 1)],
 ])
 def test_unreadable_captures(tmp_path, content, message):
     path = tmp_path / "bad.mlens"

@@ -3,7 +3,7 @@
 # Records the seed captures of the fuzz corpus (corpus/*/seed-*) from the test programs and
 # examples, with their snapshot indexes. Run it again after a change of the capture or index
 # format (the test fuzz_seeds_current says when). Inputs the fuzzer found (corpus/*/crash-*)
-# are kept.
+# are kept, and so are the captures of older formats that readers still read (format-8.0-*).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../../build}" && pwd)

@@ -129,6 +129,7 @@ class Writer {
   format::RecordEncoder meta_encoder_;
   format::RecordEncoder event_encoder_;
   format::ChunkCompressor compressor_;
+  std::vector<size_t> block_starts_;  // in the chunk's payload
   StackInterner interner_;
   ModuleScanner modules_;
   std::vector<uint64_t> frames_;  // the stack being interned, innermost first
@@ -511,9 +512,12 @@ void Writer::Flush() {
   last_flush_ns_ = MonotonicNs();
   event_encoder_.FinishEvents();
   if (meta_.empty() && events_.empty()) return;
+  const size_t events_at = meta_.size();
   meta_.append(events_);
   chunk_.clear();
-  compressor_.AppendChunk(meta_, &chunk_);
+  block_starts_.clear();  // each event column compressed as a block of its own
+  for (size_t at : event_encoder_.block_starts()) block_starts_.push_back(events_at + at);
+  compressor_.AppendChunk(meta_, &chunk_, &block_starts_);
   WriteAll(chunk_);
   event_encoder_.NextChunk();  // releases may refer to this chunk's allocations, no further
   meta_.clear();
