@@ -91,12 +91,13 @@ int Map(const AnalysisOptions& o) {
     }
     table.AddColumn("KIND", TextTable::kLeft);
     table.AddColumn("TOP SITE", TextTable::kLeft);
+    const ErrorScale errors{p.sample_rate};
     for (size_t i = 0; i < p.address_map.size(); ++i) {
       const AddressRegion& r = p.address_map[i];
       std::string location = SourceLocation(sites[i]);
       table.AddRow({Hex(r.begin), Hex(r.end), FormatBytes(r.end - r.begin),
-                    FormatBytesEstimate(r.in_use_bytes, r.in_use_bytes_var, ErrorScale{p.sample_rate}),
-                    FormatCountEstimate(r.blocks, r.blocks_var, ErrorScale{p.sample_rate}),
+                    FormatBytesEstimate(r.in_use_bytes, r.in_use_bytes_var, errors),
+                    FormatCountEstimate(r.blocks, r.blocks_var, errors),
                     FormatPercent(r.in_use_bytes, r.end - r.begin), FormatBytes(r.largest_gap),
                     RegionKindName(r.kind),
                     FunctionName(sites[i]) + (location.empty() ? "" : "  " + location)});

@@ -175,12 +175,14 @@ int Summary(const SummaryOptions& o) {
                                    : p.still_recording ? "   (still recording)"
                                                        : "   (recording incomplete)")});
     const ErrorScale errors{p.sample_rate};
-    facts.AddRow({"allocated", FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors) +
-                                   " in " + FormatCountedEstimate(t.allocations, t.allocations_var, errors,
-                                                            "allocation") +
-                                   " (" + FormatCountedEstimate(t.frees, t.frees_var, errors, "free") + ")"});
+    facts.AddRow(
+        {"allocated",
+         FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors) + " in " +
+             FormatCountedEstimate(t.allocations, t.allocations_var, errors, "allocation") +
+             " (" + FormatCountedEstimate(t.frees, t.frees_var, errors, "free") + ")"});
     facts.AddRow({"peak", FormatBytesEstimate(t.peak_bytes, t.peak_bytes_var, errors) + " in " +
-                              FormatCountedEstimate(t.peak_blocks, t.peak_blocks_var, errors, "block") +
+                              FormatCountedEstimate(t.peak_blocks, t.peak_blocks_var, errors,
+                                                    "block") +
                               ", at " + FormatSeconds(peak_at)});
     const bool at_exit = p.snapshot.kind == SnapshotSpec::kEnd || p.AtProgramEndByDefault();
     facts.AddRow({at_exit ? "at exit" : "in use",

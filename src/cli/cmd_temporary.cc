@@ -83,7 +83,8 @@ int Temporary(const TemporaryOptions& o) {
               << FormatCountEstimate(t.temporary, t.temporary_var, errors) << " of "
               << FormatCountEstimate(t.allocations, t.allocations_var, errors) << " ("
               << FormatPercent(t.temporary, t.allocations) << "), "
-              << FormatBytesEstimate(temporary_bytes, temporary_bytes_var, errors) << ", at " << site_count << " sites\n";
+              << FormatBytesEstimate(temporary_bytes, temporary_bytes_var, errors) << ", at "
+              << site_count << " sites\n";
     TextTable table;
     for (const char* title : {"TEMPORARY", "OF ALLOCS", "SHARE", "BYTES"}) {
       table.AddColumn(title, TextTable::kRight);

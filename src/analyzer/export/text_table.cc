@@ -17,7 +17,9 @@ void TextTable::Print(std::ostream& out, const std::string& indent) const {
   std::vector<size_t> width(columns_.size());
   for (size_t c = 0; c < columns_.size(); ++c) width[c] = Width(columns_[c].title);
   for (const auto& row : rows_) {
-    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], Width(row[c]));
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      width[c] = std::max(width[c], Width(row[c]));
+    }
   }
   auto print_row = [&](const std::vector<std::string>& cells) {
     std::string line = indent;
