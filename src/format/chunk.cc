@@ -39,26 +39,31 @@ ChunkCompressor::ChunkCompressor(int zstd_level) : cctx_(ZSTD_createCCtx()), lev
 ChunkCompressor::~ChunkCompressor() { ZSTD_freeCCtx(cctx_); }
 
 void ChunkCompressor::AppendChunk(std::string_view payload, std::string* out) {
+  // Compressed straight into *out, after room for the header: no scratch copy of the chunk,
+  // whose pages would stay resident in the recorded program (the writer runs there).
+  const size_t start = out->size();
+  const size_t body = start + kChunkHeaderSize;
   size_t n = 0;
   if (level_ != kStoreRaw) {
-    scratch_.resize(ZSTD_compressBound(payload.size()));
-    n = ZSTD_compressCCtx(cctx_, scratch_.data(), scratch_.size(), payload.data(),
+    out->resize(body + ZSTD_compressBound(payload.size()));
+    n = ZSTD_compressCCtx(cctx_, out->data() + body, out->size() - body, payload.data(),
                           payload.size(), level_);
   }
   Codec codec = Codec::kZstd;
-  std::string_view stored(scratch_.data(), n);
   if (level_ == kStoreRaw || ZSTD_isError(n) || n >= payload.size()) {
     codec = Codec::kRaw;
-    stored = payload;
+    out->resize(body);
+    out->append(payload);
+    n = payload.size();
+  } else {
+    out->resize(body + n);
   }
-  char header[kChunkHeaderSize] = {};
+  char* header = out->data() + start;
   PutU32(header, kChunkMagic);
-  PutU32(header + 4, static_cast<uint32_t>(stored.size()));
+  PutU32(header + 4, static_cast<uint32_t>(n));
   PutU32(header + 8, static_cast<uint32_t>(payload.size()));
   header[12] = static_cast<char>(codec);
-  PutU32(header + 16, ChunkChecksum(header, stored.data(), stored.size()));
-  out->append(header, sizeof header);
-  out->append(stored);
+  PutU32(header + 16, ChunkChecksum(header, out->data() + body, n));
 }
 
 ChunkReader::ChunkReader(std::FILE* file) : file_(file), dctx_(ZSTD_createDCtx()) {}

@@ -40,7 +40,6 @@ class ChunkCompressor {
  private:
   ZSTD_CCtx_s* cctx_;
   int level_;
-  std::string scratch_;
 };
 
 // Reads a capture file chunk by chunk. Never throws; problems are reported as results with a
