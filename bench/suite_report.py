@@ -345,6 +345,17 @@ def render(setup, cases, results, info):
                               lambda c, col: fmt(c.ratio(col, "rss")),
                               ("unprofiled MiB", lambda c: fmt(c.value("unprofiled", "rss"),
                                                                ".1f"))))
+    parts.append(metric_table(all_cells, shown, "Target's own peak resident memory × unprofiled",
+                              "VmHWM of the profiled program's own process, which it prints "
+                              "at exit (native workloads: themselves; Python workloads: "
+                              "workloads/peak_rss.py around the script): what the tool costs "
+                              "the program, without `memlens run`'s or heaptrack_interpret's "
+                              "own memory; the unprofiled column in MiB. Issue 32's bar for "
+                              "memlens full tracing: at most 1.15x, or unprofiled + 4 MiB "
+                              "where that is larger.",
+                              lambda c, col: fmt(c.ratio(col, "target_rss")),
+                              ("unprofiled MiB", lambda c: fmt(
+                                  c.value("unprofiled", "target_rss"), ".1f"))))
     parts.append(metric_table(all_cells, capturing, "Capture bytes per event",
                               "Capture size over the workload's events (same denominator "
                               "for every column).",
