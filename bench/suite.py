@@ -295,7 +295,7 @@ def output_token(name, text):
     """What the workload printed that every column must reproduce, and the events it counted
     itself (native workloads only); None when it did not finish."""
     if name in NATIVE_SOURCES:
-        found = re.search(r"allocs=(\d+) frees=(\d+) events=(\d+) vmhwm_kib=(\d+)", text)
+        found = re.search(r"allocs=(\d+) frees=(\d+) events=(\d+) vmhwm_kib=\d+", text)
         return (f"allocs={found[1]} frees={found[2]}", int(found[3])) if found else None
     if name == "black":  # the diff; its header lines carry timestamps, so count lines
         lines = re.findall(r"^[-+@].*$", text, re.M)
@@ -304,9 +304,25 @@ def output_token(name, text):
     return (found[1], None) if found else None
 
 
+def target_peak_rss(text):
+    """The peak RSS in KiB that the target printed about itself (VmHWM: the native workloads
+    print it, the Python ones run under workloads/peak_rss.py), or None."""
+    found = re.search(r"vmhwm_kib=(\d+)", text)
+    return int(found[1]) if found else None
+
+
+# The columns whose Python workloads run under workloads/peak_rss.py, which prints the
+# target's own peak RSS. memray and Scalene take the script to run themselves (Scalene
+# profiles only the script named), so they run it as it is, and have no such figure.
+PEAK_RSS_WRAPPED = ("unprofiled", "memlens", "memlens sampled", "memlens no index",
+                    "memlens baseline", "memlens sampled baseline", "heaptrack", "tracemalloc")
+
+
 def command(setup, column, case, argv, capture):
     """The command line of CASE's workload under COLUMN, writing its capture to CAPTURE."""
     py = case.py
+    if case.name not in NATIVE_SOURCES and column in PEAK_RSS_WRAPPED:
+        argv = [str(BENCH / "workloads" / "peak_rss.py")] + argv
     target = argv if case.name in NATIVE_SOURCES else [py] + argv
     if column == "unprofiled":
         return target
@@ -410,6 +426,8 @@ def one_run(setup, column, case, argv, rnd):
         why = describe_exit(rc) if rc != 0 else "no result line"
         return {"error": why, "detail": tail(first_error(text) or text)}
     r = {"wall": wall, "cpu": cpu, "rss": rss / 1024, "token": token[0]}
+    if target_peak_rss(text) is not None:
+        r["target_rss"] = target_peak_rss(text) / 1024
     if token[1] is not None:
         r["program_events"] = token[1]
     if column in ("unprofiled", "tracemalloc", "scalene") or setup.args.no_analysis:

@@ -306,7 +306,10 @@ machine: read the ratios, not the seconds). Versions: memlens {memlens} (commit 
   which counts a tool's helper threads and processes.
 - **Peak RSS** is `/usr/bin/time -f %M`: the largest single process of the command (for
   heaptrack that is usually `heaptrack_interpret`, which runs beside the target; the two are
-  not summed).
+  not summed). **The target's own peak RSS** is the VmHWM the profiled program's own process
+  reports at exit (the native workloads print it; the Python workloads run under
+  `bench/workloads/peak_rss.py`, which prints it; memray and Scalene run the script themselves
+  and have no such figure): what the tool costs the program itself.
 - **Bytes per event** is the capture's size over the workload's events (allocations +
   frees): for the native workloads the exact count the program prints itself, for the Python
   workloads the events that memlens full tracing replays from its capture of the same
@@ -345,6 +348,17 @@ def render(setup, cases, results, info):
                               lambda c, col: fmt(c.ratio(col, "rss")),
                               ("unprofiled MiB", lambda c: fmt(c.value("unprofiled", "rss"),
                                                                ".1f"))))
+    parts.append(metric_table(all_cells, shown, "Target's own peak resident memory × unprofiled",
+                              "VmHWM of the profiled program's own process, which it prints "
+                              "at exit (native workloads: themselves; Python workloads: "
+                              "workloads/peak_rss.py around the script): what the tool costs "
+                              "the program, without `memlens run`'s or heaptrack_interpret's "
+                              "own memory; the unprofiled column in MiB. Issue 32's bar for "
+                              "memlens full tracing: at most 1.15x, or unprofiled + 4 MiB "
+                              "where that is larger.",
+                              lambda c, col: fmt(c.ratio(col, "target_rss")),
+                              ("unprofiled MiB", lambda c: fmt(
+                                  c.value("unprofiled", "target_rss"), ".1f"))))
     parts.append(metric_table(all_cells, capturing, "Capture bytes per event",
                               "Capture size over the workload's events (same denominator "
                               "for every column).",

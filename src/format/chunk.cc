@@ -38,15 +38,16 @@ std::string EncodeFileHeader() {
 
 ChunkCompressor::ChunkCompressor(int zstd_level) : cctx_(ZSTD_createCCtx()), level_(zstd_level) {}
 
-// One zstd frame whose blocks start at the breaks (ZSTD_e_flush ends a block); the output
-// buffer holds the worst case, so every call completes. Returns the size, or the payload's size
-// when zstd fails (the chunk is then stored raw).
-size_t ChunkCompressor::CompressInBlocks(std::string_view payload, const std::vector<size_t>& breaks) {
-  scratch_.resize(ZSTD_compressBound(payload.size()) + 3 * (breaks.size() + 1));
+// One zstd frame whose blocks start at the breaks (ZSTD_e_flush ends a block) into `into`,
+// which holds the worst case (AppendChunk's bound), so every call completes. Returns the size, or the
+// payload's size when zstd fails (the chunk is then stored raw).
+size_t ChunkCompressor::CompressInBlocks(std::string_view payload,
+                                         const std::vector<size_t>& breaks, char* into,
+                                         size_t capacity) {
   ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
   ZSTD_CCtx_setPledgedSrcSize(cctx_, payload.size());
-  ZSTD_outBuffer output{scratch_.data(), scratch_.size(), 0};
+  ZSTD_outBuffer output{into, capacity, 0};
   size_t from = 0;
   for (size_t i = 0; i <= breaks.size(); ++i) {
     const bool last = i == breaks.size();
@@ -58,32 +59,41 @@ size_t ChunkCompressor::CompressInBlocks(std::string_view payload, const std::ve
   }
   return output.pos;
 }
+
 ChunkCompressor::~ChunkCompressor() { ZSTD_freeCCtx(cctx_); }
 
 void ChunkCompressor::AppendChunk(std::string_view payload, std::string* out,
                                   const std::vector<size_t>* breaks) {
+  // Compressed straight into *out, after room for the header: no scratch copy of the chunk,
+  // whose pages would stay resident in the recorded program (the writer runs there).
+  const size_t start = out->size();
+  const size_t body = start + kChunkHeaderSize;
   size_t n = 0;
-  if (level_ != kStoreRaw && (!breaks || breaks->empty())) {
-    scratch_.resize(ZSTD_compressBound(payload.size()));
-    n = ZSTD_compressCCtx(cctx_, scratch_.data(), scratch_.size(), payload.data(),
-                          payload.size(), level_);
-  } else if (level_ != kStoreRaw) {
-    n = CompressInBlocks(payload, *breaks);
+  if (level_ != kStoreRaw) {
+    // Each block may add a 3-byte block header to zstd's one-block bound.
+    const size_t bound =
+        ZSTD_compressBound(payload.size()) + (breaks ? 3 * (breaks->size() + 1) : 0);
+    out->resize(body + bound);
+    n = breaks && !breaks->empty()
+            ? CompressInBlocks(payload, *breaks, out->data() + body, bound)
+            : ZSTD_compressCCtx(cctx_, out->data() + body, bound, payload.data(), payload.size(),
+                                level_);
   }
   Codec codec = Codec::kZstd;
-  std::string_view stored(scratch_.data(), n);
   if (level_ == kStoreRaw || ZSTD_isError(n) || n >= payload.size()) {
     codec = Codec::kRaw;
-    stored = payload;
+    out->resize(body);
+    out->append(payload);
+    n = payload.size();
+  } else {
+    out->resize(body + n);
   }
-  char header[kChunkHeaderSize] = {};
+  char* header = out->data() + start;
   PutU32(header, kChunkMagic);
-  PutU32(header + 4, static_cast<uint32_t>(stored.size()));
+  PutU32(header + 4, static_cast<uint32_t>(n));
   PutU32(header + 8, static_cast<uint32_t>(payload.size()));
   header[12] = static_cast<char>(codec);
-  PutU32(header + 16, ChunkChecksum(header, stored.data(), stored.size()));
-  out->append(header, sizeof header);
-  out->append(stored);
+  PutU32(header + 16, ChunkChecksum(header, out->data() + body, n));
 }
 
 ChunkReader::ChunkReader(std::FILE* file) : file_(file), dctx_(ZSTD_createDCtx()) {}

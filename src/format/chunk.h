@@ -43,11 +43,11 @@ class ChunkCompressor {
                    const std::vector<size_t>* breaks = nullptr);
 
  private:
-  size_t CompressInBlocks(std::string_view payload, const std::vector<size_t>& breaks);
+  size_t CompressInBlocks(std::string_view payload, const std::vector<size_t>& breaks,
+                          char* into, size_t capacity);
 
   ZSTD_CCtx_s* cctx_;
   int level_;
-  std::string scratch_;
 };
 
 // Reads a capture file chunk by chunk. Never throws; problems are reported as results with a

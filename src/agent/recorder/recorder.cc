@@ -59,6 +59,7 @@ RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
     WakeWriter();
     timespec pause{0, 50000};
     nanosleep(&pause, nullptr);
+    buffer->Grow();  // once the writer has emptied it: this thread needs a larger ring
     if (RawEvent* event = buffer->Reserve(size)) return event;
     uint64_t now_rounds = g_writer_rounds.load(std::memory_order_acquire);
     uint64_t now = MonotonicNs();
@@ -81,10 +82,10 @@ RawEvent* Reserve(ThreadBuffer* buffer, uint32_t size) {
 void Publish(ThreadBuffer* buffer, RawEvent* event) {
   buffer->Commit(event->record_size);
   // Past half full, nudge the writer once rather than wait for its next timed round.
-  if (!buffer->wake_requested && buffer->UsedBytes() > ThreadBuffer::kCapacity / 2) {
+  if (!buffer->wake_requested && buffer->UsedBytes() > buffer->capacity() / 2) {
     buffer->wake_requested = true;
     WakeWriter();
-  } else if (buffer->wake_requested && buffer->UsedBytes() < ThreadBuffer::kCapacity / 4) {
+  } else if (buffer->wake_requested && buffer->UsedBytes() < buffer->capacity() / 4) {
     buffer->wake_requested = false;
   }
 }

@@ -17,6 +17,18 @@ std::atomic<uint32_t> g_next_thread_index{1};
 
 }  // namespace
 
+bool ThreadBuffer::Grow() {
+  const size_t capacity = capacity_.load(std::memory_order_relaxed);
+  if (capacity >= kMaxCapacity) return false;
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  if (head_.load(std::memory_order_acquire) != tail) return false;
+  // Empty: the consumer reads no record until the next Commit's release store of tail_,
+  // which also publishes this.
+  capacity_.store(capacity * 2, std::memory_order_relaxed);
+  cached_head_ = tail;
+  return true;
+}
+
 ThreadBuffer* FirstThreadBuffer() { return g_registry.load(std::memory_order_acquire); }
 
 ThreadBuffer* AcquireThreadBuffer() {
@@ -34,11 +46,11 @@ ThreadBuffer* AcquireThreadBuffer() {
     constexpr size_t kFramesBytes = kMaxPythonFrames * sizeof(uint64_t);
     static_assert(sizeof(ThreadBuffer) <= 4096 && kFramesBytes % 4096 == 0);
     size_t header = 4096 + kFramesBytes;
-    void* mem = MapZeroed(header + ThreadBuffer::kCapacity);
+    void* mem = MapZeroed(header + ThreadBuffer::kMaxCapacity);
     if (!mem) return nullptr;
     UnwindState* unwind = NewUnwindState();
     if (!unwind) {
-      Unmap(mem, header + ThreadBuffer::kCapacity);
+      Unmap(mem, header + ThreadBuffer::kMaxCapacity);
       return nullptr;
     }
     buffer = new (mem) ThreadBuffer();

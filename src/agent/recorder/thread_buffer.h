@@ -24,10 +24,15 @@ struct UnwindState;
 class ThreadBuffer {
  public:
   enum State : int { kFree = 0, kActive = 1, kRetired = 2 };
-  // A power of two. Its job is to hold what the thread records while the writer is busy
+  // Powers of two. The ring's job is to hold what the thread records while the writer is busy
   // elsewhere: compressing a chunk takes the writer up to ~6 ms, in which single-thread churn
-  // records over 1 MiB. At 1 MiB its thread waited on a full ring 20-50 times a run.
-  static constexpr size_t kCapacity = size_t{1} << 21;
+  // records over 1 MiB (at 1 MiB its thread waited on a full ring 20-50 times a run). Most
+  // threads need far less, and every page of the ring a thread has wrapped over stays resident
+  // in the program: so a ring starts at kInitialCapacity and doubles, up to kMaxCapacity, each
+  // time its thread finds it full (Grow). kMaxCapacity is mapped up front, untouched.
+  static constexpr size_t kInitialCapacity = size_t{1} << 16;  // > 2 kMaxRecordSize
+  static constexpr size_t kMaxCapacity = size_t{1} << 21;
+  static_assert(kInitialCapacity >= 2 * kMaxRecordSize);
 
   // Returns room for a record of at most max_size bytes, or nullptr when the ring is full.
   RawEvent* Reserve(uint32_t max_size);
@@ -36,6 +41,11 @@ class ThreadBuffer {
   size_t UsedBytes() const {
     return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed);
   }
+  size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
+  // Producer side, off the per-event path (the thread found the ring full): doubles the
+  // capacity once the writer has drained the ring empty, so no record in it was placed by the
+  // old capacity. Returns false while it is not empty, or at kMaxCapacity.
+  bool Grow();
 
   // Writer side: calls fn(const RawEvent&) for each committed record, oldest first, and frees
   // their space. Returns the number of records.
@@ -64,6 +74,9 @@ class ThreadBuffer {
  private:
   alignas(64) std::atomic<uint64_t> head_{0};  // consumer position (monotonic byte count)
   alignas(64) std::atomic<uint64_t> tail_{0};  // producer position
+  // Written by the producer only, while the ring is empty; the consumer reads it after its
+  // acquire load of tail_, so it sees the capacity every record up to that tail was placed by.
+  std::atomic<size_t> capacity_{kInitialCapacity};
   uint64_t cached_head_ = 0;                   // producer's last view of head_
   uint64_t reserved_at_ = 0;                   // where the last reserved record starts
 };
@@ -71,12 +84,13 @@ class ThreadBuffer {
 // Inline: every recorded event reserves and commits once.
 inline RawEvent* ThreadBuffer::Reserve(uint32_t max_size) {
   uint64_t tail = tail_.load(std::memory_order_relaxed);
-  size_t pos = tail & (kCapacity - 1);
-  size_t room = kCapacity - pos;
+  const size_t capacity = capacity_.load(std::memory_order_relaxed);
+  size_t pos = tail & (capacity - 1);
+  size_t room = capacity - pos;
   size_t skip = room < max_size ? room : 0;  // records never wrap: skip to the start
-  if (tail + skip + max_size - cached_head_ > kCapacity) {
+  if (tail + skip + max_size - cached_head_ > capacity) {
     cached_head_ = head_.load(std::memory_order_acquire);
-    if (tail + skip + max_size - cached_head_ > kCapacity) return nullptr;
+    if (tail + skip + max_size - cached_head_ > capacity) return nullptr;
   }
   if (skip >= sizeof(RawEvent)) {
     auto* pad = reinterpret_cast<RawEvent*>(data + pos);
@@ -84,7 +98,7 @@ inline RawEvent* ThreadBuffer::Reserve(uint32_t max_size) {
     pad->record_size = static_cast<uint32_t>(skip);
   }
   reserved_at_ = tail + skip;
-  return reinterpret_cast<RawEvent*>(data + (reserved_at_ & (kCapacity - 1)));
+  return reinterpret_cast<RawEvent*>(data + (reserved_at_ & (capacity - 1)));
 }
 
 inline void ThreadBuffer::Commit(uint32_t size) {
@@ -95,10 +109,11 @@ template <typename Fn>
 size_t ThreadBuffer::Drain(Fn&& fn) {
   uint64_t head = head_.load(std::memory_order_relaxed);
   const uint64_t tail = tail_.load(std::memory_order_acquire);
+  const size_t capacity = capacity_.load(std::memory_order_relaxed);
   size_t count = 0;
   while (head < tail) {
-    size_t pos = head & (kCapacity - 1);
-    size_t room = kCapacity - pos;
+    size_t pos = head & (capacity - 1);
+    size_t room = capacity - pos;
     if (room < sizeof(RawEvent)) {  // no record starts this close to the end: wrap
       head += room;
       continue;

@@ -42,7 +42,7 @@ namespace {
 constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
 constexpr long kBusyRoundNs = 1000000;    // between rounds while events flow (full tracing)
 constexpr long kQuietRoundNs = 10000000;  // otherwise, and always in sampling mode
-constexpr size_t kChunkEvents = 1 << 17;  // events per chunk (a few MiB uncompressed at most)
+constexpr size_t kChunkEvents = 1 << 15;  // events per chunk: see docs/agent.md, "Limits and costs"
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
 
 // The writer's copy of one thread's previous native stack (see raw_event.h): allocation
@@ -92,7 +92,7 @@ class Writer {
         write_file_header_(write_file_header),
         process_(process),
         meta_encoder_(&meta_),
-        event_encoder_(&events_) {}
+        event_encoder_(&meta_) {}
 
   void Run();
 
@@ -123,13 +123,15 @@ class Writer {
   bool said_reopened_ = false;
   bool write_file_header_;
   format::ProcessRecord process_;
-  std::string meta_;    // threads, modules, stack nodes: placed first in each chunk
-  std::string events_;  // the chunk's events record, which refers to the meta records
-  std::string chunk_;
+  // The chunk's payload: threads, modules, stack nodes..., then the events record, which
+  // refers to them. The event encoder holds its columns until Flush's FinishEvents, which
+  // appends the events record here: no second copy of the payload (a few MiB of the program's
+  // resident memory on churn, docs/agent.md).
+  std::string meta_;
+  std::string chunk_;  // the compressed chunk, header first
   format::RecordEncoder meta_encoder_;
   format::RecordEncoder event_encoder_;
   format::ChunkCompressor compressor_;
-  std::vector<size_t> block_starts_;  // in the chunk's payload
   StackInterner interner_;
   ModuleScanner modules_;
   std::vector<uint64_t> frames_;  // the stack being interned, innermost first
@@ -511,17 +513,14 @@ void Writer::Flush() {
   }
   last_flush_ns_ = MonotonicNs();
   event_encoder_.FinishEvents();
-  if (meta_.empty() && events_.empty()) return;
-  const size_t events_at = meta_.size();
-  meta_.append(events_);
+  if (meta_.empty()) return;
   chunk_.clear();
-  block_starts_.clear();  // each event column compressed as a block of its own
-  for (size_t at : event_encoder_.block_starts()) block_starts_.push_back(events_at + at);
-  compressor_.AppendChunk(meta_, &chunk_, &block_starts_);
+  // Each event column compressed as a block of its own (the events record is in meta_, so its
+  // offsets are the payload's).
+  compressor_.AppendChunk(meta_, &chunk_, &event_encoder_.block_starts());
   WriteAll(chunk_);
   event_encoder_.NextChunk();  // releases may refer to this chunk's allocations, no further
   meta_.clear();
-  events_.clear();
 }
 
 // A program that closed our descriptor with a raw system call (the interposers see every other
