@@ -42,7 +42,7 @@ namespace {
 constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
 constexpr long kBusyRoundNs = 1000000;    // between rounds while events flow (full tracing)
 constexpr long kQuietRoundNs = 10000000;  // otherwise, and always in sampling mode
-constexpr size_t kChunkEvents = 1 << 15;  // events per chunk: see docs/agent.md, "Limits and costs"
+constexpr size_t kChunkEvents = 1 << 16;  // events per chunk: see docs/agent.md, "Limits and costs"
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
 
 // The writer's copy of one thread's previous native stack (see raw_event.h): allocation
