@@ -101,6 +101,16 @@ def record(tmp_path):
     return run
 
 
+def package_environment(**extra):
+    """A program's environment for the Python package without `memlens run`: no preloaded
+    agent, the source tree's memlens package and the build's test modules, `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MEMLENS_OUTPUT")}
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "src" / "python"),
+                                           str(BUILD / "tests" / "python")]),
+               MEMLENS_BUILD_DIR=str(BUILD), **extra)
+    return env
+
+
 def memlens(*args, **kwargs):
     return subprocess.run([str(MEMLENS), *map(str, args)], capture_output=True, text=True,
                           timeout=kwargs.pop("timeout", 120), **kwargs)

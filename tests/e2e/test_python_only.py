@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, MEMLENS, REPO, Recorded, memlens
+from conftest import BUILD, MEMLENS, REPO, Recorded, memlens, package_environment
 from interpreters import REQUIRED
 from test_python import SCRIPTS, line_of, one_row
 
@@ -20,12 +20,7 @@ pytestmark = pytest.mark.skipif(not list((BUILD / "lib").glob("libmemlens_python
                                 "no Python hooks to test")
 
 
-def environment(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MEMLENS_OUTPUT")}
-    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "src" / "python"),
-                                           str(BUILD / "tests" / "python")]),
-               MEMLENS_BUILD_DIR=str(BUILD), **extra)
-    return env
+environment = package_environment  # conftest.py
 
 
 def c_line(marker):

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import BUILD, PROGRAMS, REPO, line_of, memlens
+from conftest import BUILD, PROGRAMS, REPO, line_of, memlens, package_environment
 
 AGENT = BUILD / "lib" / "libmemlens.so"
 pytestmark = pytest.mark.skipif(not list((BUILD / "lib").glob("libmemlens_python*.so")),
@@ -19,13 +19,7 @@ pytestmark = pytest.mark.skipif(not list((BUILD / "lib").glob("libmemlens_python
                                 "no Python hooks for a span to put on")
 
 
-def environment(**extra):
-    """The program's environment: no preloaded agent, the source tree's memlens package."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MEMLENS_OUTPUT")}
-    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "src" / "python"),
-                                           str(BUILD / "tests" / "python")]),
-               MEMLENS_BUILD_DIR=str(BUILD), **extra)
-    return env
+environment = package_environment  # conftest.py
 
 
 class Script:

@@ -187,6 +187,22 @@ void Replayer::TakeVariance(StackStats& s, const Weight& w, Domain domain) {
   live_blocks_var_ -= w.count_var;
 }
 
+namespace {
+// Takes back from a stack's figures or the totals what Allocate added to the allocation counts
+// (figures and variances alike): a failed realloc's old block put back.
+template <typename Figures>
+void TakeBackAllocation(Figures* f, const Weight& w, bool python) {
+  f->allocations -= w.count;
+  f->allocated_bytes -= w.bytes;
+  f->allocations_var -= w.count_var;
+  f->allocated_bytes_var -= w.bytes_var;
+  if (python) {
+    f->python_allocated_bytes -= w.bytes;
+    f->python_allocated_bytes_var -= w.bytes_var;
+  }
+}
+}  // namespace
+
 void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
   StackState& state = State(stack);
   Touch(state);
@@ -373,24 +389,10 @@ void Replayer::OnHeapEvent(const format::Event& e) {
         Weight w = HeapWeight(old.size);
         heap_.Insert(e.address, old);
         Allocate(old.stack, w, e.seq, HeapDomain(old.python));
-        StackStats& stats = State(old.stack).stats;  // a restored block is no new allocation
-        stats.allocations -= w.count;
-        stats.allocated_bytes -= w.bytes;
-        p_->totals.allocations -= w.count;
-        p_->totals.allocated_bytes -= w.bytes;
-        if (old.python) {
-          stats.python_allocated_bytes -= w.bytes;
-          p_->totals.python_allocated_bytes -= w.bytes;
-        }
+        // A restored block is no new allocation, and its release never happened.
+        TakeBackAllocation(&State(old.stack).stats, w, old.python);
+        TakeBackAllocation(&p_->totals, w, old.python);
         p_->totals.frees -= w.count;
-        stats.allocations_var -= w.count_var;
-        stats.allocated_bytes_var -= w.bytes_var;
-        p_->totals.allocations_var -= w.count_var;
-        p_->totals.allocated_bytes_var -= w.bytes_var;
-        if (old.python) {
-          stats.python_allocated_bytes_var -= w.bytes_var;
-          p_->totals.python_allocated_bytes_var -= w.bytes_var;
-        }
         p_->totals.frees_var -= w.count_var;
         realloc_pending_.erase(it);
       }
