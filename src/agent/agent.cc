@@ -34,6 +34,7 @@
 #include <atomic>
 #include <string>
 
+#include "agent/api/string_table.h"
 #include "agent/fatal_signals.h"
 #include "agent/got/got_patcher.h"
 #include "agent/hooks/real_functions.h"
@@ -41,6 +42,7 @@
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
+#include "agent/writer/hosted.h"
 #include "agent/writer/writer.h"
 #include "base/private_file.h"
 
@@ -142,6 +144,17 @@ std::string ExpandOutputPath(const format::ProcessRecord& process, const char* p
 
 void StopRecording(format::EndReason reason, int64_t detail) {
   if (g_state.load() != kRecording || getpid() != g_pid || IsWriterThread()) return;
+  if (g_exchange) {
+    // memlens run drains the rings once the process is gone, and writes the END record from
+    // what waitpid tells it. Modules loaded behind the dlopen hooks (the C library's own) go to
+    // the log now, except from a fatal signal's handler, which must not allocate.
+    if (reason != format::EndReason::kSignal) {
+      HookGuard guard;
+      PublishModules();
+    }
+    g_state.store(kStopped);
+    return;
+  }
   if (g_stopping.exchange(true)) {  // another thread is finishing the capture: let it
     WaitForWriter(kStopTimeoutMs);
     return;
@@ -225,6 +238,17 @@ void Start() {
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
   g_pid = static_cast<pid_t>(process.pid);
+  if (AttachExchange()) {  // memlens run writes the capture (hosted.h)
+    setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
+    pthread_atfork(nullptr, nullptr, OnForkChild);
+    g_on_new_string.store(PublishString, std::memory_order_release);
+    BeginHostedImage(process, g_sample_rate, g_sample_exact_from);
+    InstallFatalSignalHandlers();
+    SetPythonFrames(0);
+    AttachPython();
+    real::ForgetDlError();
+    return;
+  }
   std::string path = ExpandOutputPath(process);
   // After an exec the capture goes on in the same file (docs/agent.md, "exec").
   bool append = false;
@@ -305,17 +329,27 @@ void InitializeOnce() {
   g_state.store(kRecording);
 }
 
-void NoteModulesChanged() { NoteModulesChangedForWriter(); }
+void NoteModulesChanged() {
+  if (!g_exchange) return NoteModulesChangedForWriter();
+  if (g_state.load() != kRecording || getpid() != g_pid) return;
+  HookGuard guard;
+  PublishModules();
+}
 void BeforeDlclose() {
   if (g_state.load() == kRecording && !t_in_hook) DrainNow(1000);
 }
 void PauseBeforeExec() {
   if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
+    KeepExchangeAcrossExec(true);
     PauseWriterForExec(kStopTimeoutMs);
   }
 }
+
 void ResumeAfterFailedExec() {
-  if (g_state.load() == kRecording && getpid() == g_pid) ResumeWriter();
+  if (g_state.load() == kRecording && getpid() == g_pid) {
+    KeepExchangeAcrossExec(false);
+    ResumeWriter();
+  }
 }
 void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
 void FinishOnFatalSignal(int signo) { StopRecording(format::EndReason::kSignal, signo); }

@@ -15,6 +15,7 @@
 #include "agent/python_bridge.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
+#include "agent/writer/hosted.h"
 
 namespace memlens::agent {
 
@@ -84,6 +85,7 @@ uint64_t BridgeRegisterCode(const char* filename, const char* name, uint64_t fir
   info->name = CopyString(name ? name : "");
   info->first_line = first_line;
   g_codes[id].store(info, std::memory_order_release);
+  PublishPythonCode(id);  // under memlens run, for its writer (hosted.h)
   return id;
 }
 
@@ -92,6 +94,7 @@ void BridgeSetRanges(uintptr_t hooks_begin, uintptr_t hooks_end, uintptr_t eval_
   AddSelfRange(hooks_begin, hooks_end);
   g_eval_begin = eval_begin;
   g_eval_end = eval_end;
+  PublishEvalLoop(eval_begin, eval_end);
 }
 
 void BridgeSetReader(MemlensPythonFrameReader reader) {

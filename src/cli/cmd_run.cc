@@ -44,6 +44,7 @@
 #include "base/private_file.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
+#include "cli/hosted_writer.h"
 #include "cli/pusher.h"
 
 namespace memlens::cli {
@@ -455,6 +456,18 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
                ? AbsolutePath("memlens-" + Basename(command[0]) + "-" + std::to_string(pid) + ".mlens")
                : output;
   };
+  // The writer runs here, in memlens run, unless the capture's name is the agent's to expand
+  // (a %e pattern), or it cannot (docs/agent.md, "The hosted writer"). MEMLENS_HOSTED_WRITER=0
+  // keeps it in the program, as without memlens run.
+  std::unique_ptr<HostedWriter> hosted;
+  const char* hosted_setting = getenv("MEMLENS_HOSTED_WRITER");
+  if (output.find('%') == std::string::npos &&
+      !(hosted_setting && std::string(hosted_setting) == "0")) {
+    struct stat st;
+    if (output.empty() || stat(output.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+      hosted = HostedWriter::Create();
+    }
+  }
   // The child waits at this gate until the capture file is ready to be followed.
   int gate[2];
   if (pipe2(gate, O_CLOEXEC) != 0) return Complain(std::string("pipe failed: ") + strerror(errno));
@@ -478,6 +491,8 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
       unsetenv("MEMLENS_SAMPLE_RATE");  // full tracing, whatever our own environment says
     }
     unsetenv("MEMLENS_TRACKED");  // we may run inside a recorded process ourselves
+    unsetenv("MEMLENS_EXCHANGE");
+    if (hosted) hosted->PassToChild();
     const char* preload = getenv("LD_PRELOAD");
     std::string value = agent + (preload && *preload ? ":" + std::string(preload) : "");
     setenv("LD_PRELOAD", value.c_str(), 1);
@@ -502,6 +517,7 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
       indexer = std::make_unique<CaptureIndexer>(capture);
     }
   }
+  if (hosted) hosted->Start(child, capture);
   std::unique_ptr<Pusher> pusher;
   if (!push.url.empty()) {
     SetPidLabel(&push, child);
@@ -510,6 +526,7 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   close(gate[1]);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+  if (hosted) hosted->Finish(status);  // the capture is whole before the indexer's last read
   if (indexer) indexer->Finish();
   if (pusher) pusher->Finish();
   struct stat st;  // a FIFO or a device has no size to check; a link is never written through

@@ -116,20 +116,22 @@ def memlens(*args, **kwargs):
                           timeout=kwargs.pop("timeout", 120), **kwargs)
 
 
-def record_killed(capture, before_kill=None):
-    """Runs wait_for_kill under `memlens run -o capture`, SIGKILLs the program once it has
-    allocated and the writer has flushed (calling before_kill() first, when given), and returns
-    the finished `memlens run` Popen."""
+def record_killed(capture, before_kill=None, program="wait_for_kill", settle=0.5, env=None):
+    """Runs `program` (wait_for_kill) under `memlens run -o capture`, SIGKILLs it once it has
+    said "ready" and `settle` seconds have passed (calling before_kill() first, when given), and
+    returns the finished `memlens run` Popen. `env` is added to the environment."""
     proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
-                             str(PROGRAMS / "wait_for_kill")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(PROGRAMS / program)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env} if env else None)
     assert proc.stdout.readline() == "ready\n"
-    time.sleep(0.5)  # the writer flushes at least every 100 ms
+    time.sleep(settle)  # an in-process writer flushes at least every 100 ms
+    path = str(PROGRAMS / program).encode()
     program = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if cmdline.read().startswith(str(PROGRAMS / "wait_for_kill").encode()):
+                if cmdline.read().startswith(path + b"\0"):
                     program.append(int(pid))
         except OSError:
             pass  # a process that exited meanwhile

@@ -119,9 +119,25 @@ def test_abort_keeps_the_capture_and_reports_the_signal(record):
     assert r.row_at("aborts.c", "before_abort")["leaked_bytes"] == 777
 
 
-def test_sigkill_mid_run_leaves_a_readable_capture(tmp_path):
+def test_sigkill_loses_nothing_that_reached_the_rings(tmp_path):
+    """killed_after_blocks is killed as soon as it says it has made its 1,000 blocks, before an
+    in-process writer's next flush: memlens run, which hosts the writer, drains the rings the
+    program left and ends the capture with the signal waitpid reported."""
     capture = tmp_path / "killed.mlens"
-    proc = record_killed(capture)
+    proc = record_killed(capture, program="killed_after_blocks", settle=0)
+    assert "was killed by signal 9" in proc.stderr.read()
+    r = Recorded(proc, capture)
+    summary = r.analyze("summary")
+    assert summary["capture"]["end_reason"] == "signal" and summary["capture"]["complete"]
+    row = r.row_at("killed_after_blocks.c", "blocks")
+    assert (row["leaked_blocks"], row["leaked_bytes"]) == (1000, 96000)
+
+
+def test_sigkill_of_an_in_process_writer_leaves_a_readable_capture(tmp_path):
+    """The writer inside the program (as under plain LD_PRELOAD) dies with it: what it flushed
+    stays readable, and the capture says it did not finish."""
+    capture = tmp_path / "killed.mlens"
+    proc = record_killed(capture, env={"MEMLENS_HOSTED_WRITER": "0"})
     assert "was killed by signal 9" in proc.stderr.read()
     r = Recorded(proc, capture)
     summary = r.analyze("summary")

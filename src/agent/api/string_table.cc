@@ -6,6 +6,8 @@
 #include <cstring>
 
 namespace memlens::agent {
+
+std::atomic<void (*)(uint32_t)> g_on_new_string{nullptr};
 namespace {
 
 constexpr size_t kSlots = 8192;              // power of two; at most kSlots - 1 names
@@ -53,6 +55,7 @@ uint32_t Publish(Slot& slot, const char* text, size_t length) {
   std::memcpy(g_text + offset, text, length);
   g_entries[id] = {static_cast<uint32_t>(offset), static_cast<uint32_t>(length)};
   slot.id.store(id, std::memory_order_release);
+  if (void (*published)(uint32_t) = g_on_new_string.load(std::memory_order_acquire)) published(id);
   return id;
 }
 

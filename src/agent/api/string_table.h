@@ -16,6 +16,7 @@
 // analyzer compares names by text, so that is harmless.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,5 +29,7 @@ uint32_t InternString(const char* text);
 // The text of an id returned by InternString; *length receives its length. Id 0 and unknown
 // ids give "".
 const char* StringText(uint32_t id, size_t* length);
+// Called with each new id once its text is in place (the hosted writer's log: hosted.h).
+extern std::atomic<void (*)(uint32_t)> g_on_new_string;
 
 }  // namespace memlens::agent

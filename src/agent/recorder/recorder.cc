@@ -14,6 +14,9 @@
 #include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/recorder/unwinder.h"
+#include "agent/writer/exchange.h"
+#include "agent/writer/hosted.h"
+#include "agent/writer/writer.h"
 #include "base/monotonic_clock.h"
 
 extern "C" const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
@@ -23,9 +26,7 @@ namespace memlens::agent {
 std::atomic<int> g_state{kUninitialized};
 constinit thread_local bool t_in_hook = false;
 std::atomic<uint64_t> g_seq{0};
-std::atomic<uint64_t> g_writer_rounds{0};
 std::atomic<bool> g_writer_running{false};
-std::atomic<uint32_t> g_writer_wake{0};
 std::atomic<uint32_t> g_span_epoch{0};
 
 namespace {
@@ -48,7 +49,7 @@ ThreadBuffer* ThisThreadBuffer() {
 // given up, drop at once until the writer moves again: one wait, not one per event.
 RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
   constexpr uint64_t kPatienceNs = 1000000000;
-  uint64_t rounds = g_writer_rounds.load(std::memory_order_acquire);
+  uint64_t rounds = g_control->rounds.load(std::memory_order_acquire);
   if (rounds == buffer->gave_up_at_round) return nullptr;
   uint64_t since = MonotonicNs();
   for (;;) {
@@ -61,7 +62,7 @@ RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
     nanosleep(&pause, nullptr);
     buffer->Grow();  // once the writer has emptied it: this thread needs a larger ring
     if (RawEvent* event = buffer->Reserve(size)) return event;
-    uint64_t now_rounds = g_writer_rounds.load(std::memory_order_acquire);
+    uint64_t now_rounds = g_control->rounds.load(std::memory_order_acquire);
     uint64_t now = MonotonicNs();
     if (now_rounds != rounds) {
       rounds = now_rounds;
@@ -226,9 +227,15 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   Publish(buffer, event);
 }
 
-void CountUnrecordedChild() { g_unrecorded_children.fetch_add(1, std::memory_order_relaxed); }
+void CountUnrecordedChild() {
+  g_unrecorded_children.fetch_add(1, std::memory_order_relaxed);
+  NoteHostedCount(&ExchangeHeader::unrecorded_children);
+}
 uint64_t UnrecordedChildren() { return g_unrecorded_children.load(std::memory_order_relaxed); }
-void CountDroppedEvent() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
+void CountDroppedEvent() {
+  g_dropped.fetch_add(1, std::memory_order_relaxed);
+  NoteHostedCount(&ExchangeHeader::dropped);  // the hosted writer's END record counts it
+}
 uint64_t EventsRecorded() { return g_seq.load(std::memory_order_relaxed); }
 uint64_t DroppedEventsTotal() { return g_dropped.load(std::memory_order_relaxed); }
 uint64_t TakeDroppedEvents() {
@@ -244,8 +251,9 @@ void ResetRecorderCounters() {
 }
 
 void WakeWriter() {
-  g_writer_wake.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &g_writer_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  g_control->wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &g_control->wake, g_control_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, 1,
+          nullptr, nullptr, 0);
 }
 
 }  // namespace memlens::agent

@@ -87,10 +87,8 @@ uint64_t UnrecordedChildren();
 
 // --- shared with the writer thread ---
 extern std::atomic<uint64_t> g_seq;            // next sequence number
-extern std::atomic<uint64_t> g_writer_rounds;  // the writer's progress (drain rounds)
 extern std::atomic<bool> g_writer_running;
-void WakeWriter();                      // futex wake on g_writer_wake
-extern std::atomic<uint32_t> g_writer_wake;
+void WakeWriter();  // futex wake on g_control->wake (writer.h); its rounds: g_control->rounds
 // Bumped at the start of each span (agent.h): a thread's first stack in it is sent whole, since
 // the new capture knows none of the stacks before.
 extern std::atomic<uint32_t> g_span_epoch;

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "agent/recorder/unwinder.h"
+#include "agent/writer/hosted.h"
 #include "base/raw_mapping.h"
 
 namespace memlens::agent {
@@ -46,11 +47,13 @@ ThreadBuffer* AcquireThreadBuffer() {
     constexpr size_t kFramesBytes = kMaxPythonFrames * sizeof(uint64_t);
     static_assert(sizeof(ThreadBuffer) <= 4096 && kFramesBytes % 4096 == 0);
     size_t header = 4096 + kFramesBytes;
-    void* mem = MapZeroed(header + ThreadBuffer::kMaxCapacity);
+    static_assert(4096 + kFramesBytes == kSlotHeaderBytes);
+    // Under memlens run the ring is a slot of the exchange, drained from there (hosted.h).
+    void* mem = g_exchange ? TakeExchangeSlot() : MapZeroed(header + ThreadBuffer::kMaxCapacity);
     if (!mem) return nullptr;
     UnwindState* unwind = NewUnwindState();
     if (!unwind) {
-      Unmap(mem, header + ThreadBuffer::kMaxCapacity);
+      if (!g_exchange) Unmap(mem, header + ThreadBuffer::kMaxCapacity);  // a slot stays taken
       return nullptr;
     }
     buffer = new (mem) ThreadBuffer();

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "agent/recorder/raw_event.h"
 
@@ -42,6 +43,8 @@ class ThreadBuffer {
     return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed);
   }
   size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
+  // Where the committed records end (the writer's limit for a later DrainChecked).
+  uint64_t committed_end() const { return tail_.load(std::memory_order_acquire); }
   // Producer side, off the per-event path (the thread found the ring full): doubles the
   // capacity once the writer has drained the ring empty, so no record in it was placed by the
   // old capacity. Returns false while it is not empty, or at kMaxCapacity.
@@ -51,6 +54,13 @@ class ThreadBuffer {
   // their space. Returns the number of records.
   template <typename Fn>
   size_t Drain(Fn&& fn);
+  // Writer side, for a ring another process writes (the hosted writer, exchange.h): as Drain,
+  // but from `ring` (this process's mapping of data), only up to `limit`, and each record is
+  // checked (RecordIsWhole) and copied to `copy` (kMaxRecordSize bytes) before fn sees it, so
+  // that a program scribbling over its ring cannot make the reader step outside it. A record
+  // that is not whole ends the drain: the rest of the ring is skipped.
+  template <typename Fn>
+  size_t DrainChecked(const uint8_t* ring, uint64_t limit, uint8_t* copy, Fn&& fn);
 
   std::atomic<int> state{kFree};
   uint32_t thread_index = 0;  // set when a thread takes the buffer; stable until retired
@@ -120,6 +130,62 @@ size_t ThreadBuffer::Drain(Fn&& fn) {
     }
     const auto* event = reinterpret_cast<const RawEvent*>(data + pos);
     if (event->kind != kPadKind) {
+      fn(*event);
+      ++count;
+    }
+    head += event->record_size;
+    if ((count & 1023) == 0) head_.store(head, std::memory_order_release);
+  }
+  head_.store(head, std::memory_order_release);
+  return count;
+}
+
+// Whether a record read from a ring another process writes holds what its header says: its
+// size within bounds, its kind known, its frame counts within its size.
+inline bool RecordIsWhole(const RawEvent& e, size_t room) {
+  if (e.record_size < sizeof(RawEvent) || e.record_size > room || e.record_size % 8 != 0 ||
+      e.record_size > kMaxRecordSize) {
+    return false;
+  }
+  const size_t words = (e.record_size - sizeof(RawEvent)) / sizeof(uint64_t);
+  if (e.kind == kPadKind) return true;
+  if (e.kind == kStackPieceKind) return e.frame_count <= words;
+  if (!format::IsKnownEventKind(e.kind)) return false;
+  const auto kind = static_cast<format::EventKind>(e.kind);
+  if (!format::HasStack(kind) || !(e.flags & kHasStack)) return true;
+  const size_t fixed = 1 + (HasAnnotationWord(e.kind) ? 1 : 0);  // the `kept` word, annotation
+  return words >= fixed + e.frame_count && words - fixed - e.frame_count <= kMaxPythonFrames;
+}
+
+template <typename Fn>
+size_t ThreadBuffer::DrainChecked(const uint8_t* ring, uint64_t limit, uint8_t* copy, Fn&& fn) {
+  uint64_t head = head_.load(std::memory_order_relaxed);
+  uint64_t tail = tail_.load(std::memory_order_acquire);
+  if (tail > limit) tail = limit;
+  const size_t capacity = capacity_.load(std::memory_order_relaxed);
+  if (capacity < kInitialCapacity || capacity > kMaxCapacity || (capacity & (capacity - 1)) ||
+      tail < head || tail - head > capacity) {
+    head_.store(tail_.load(std::memory_order_relaxed), std::memory_order_release);
+    return 0;
+  }
+  size_t count = 0;
+  while (head < tail) {
+    size_t pos = head & (capacity - 1);
+    size_t room = capacity - pos;
+    if (room < sizeof(RawEvent)) {
+      head += room;
+      continue;
+    }
+    memcpy(copy, ring + pos, sizeof(RawEvent));
+    const auto* event = reinterpret_cast<const RawEvent*>(copy);
+    if (!RecordIsWhole(*event, room) || head + event->record_size > tail) {
+      head = tail;
+      break;
+    }
+    if (event->kind != kPadKind) {
+      memcpy(copy + sizeof(RawEvent), ring + pos + sizeof(RawEvent),
+             event->record_size - sizeof(RawEvent));
+      // The header again, from the copy: what was checked is what fn reads.
       fn(*event);
       ++count;
     }

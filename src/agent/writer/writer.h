@@ -1,7 +1,8 @@
 // src/agent/writer/writer.h
 //
-// The writer thread: drains every ThreadBuffer, interns stacks, records modules and threads,
-// encodes, compresses and writes chunks to the capture file, at least every 100 ms.
+// The writer thread inside the program: runs the writer's loop (writer_core.h) over the
+// program's own memory. Under `memlens run` with an exchange (exchange.h), the loop runs in
+// `memlens run` instead and these calls reach it through the exchange's control words.
 //
 // Runs on: its own thread, with every signal blocked and recording disabled for itself.
 // StartWriter/RequestWriterStop/WaitForWriter are called by agent.cc on application threads
@@ -15,6 +16,16 @@
 #include "format/records.h"
 
 namespace memlens::agent {
+
+struct WriterControl;
+// Where the writer and the program's threads meet: the agent's own words, or the exchange's
+// (g_control_shared: its futex is then not a private one).
+extern WriterControl* g_control;
+extern bool g_control_shared;
+
+// The records that name a Python code object and an API string, from the agent's tables.
+format::PythonCodeRecord PythonCodeRecordOf(uint64_t id);
+format::StringRecord StringRecordOf(uint64_t id);
 
 // Writes to the owned descriptor in fd_slot (owned_fds.h), opened at `path`, and closes it at
 // the end. Called again for each span (agent.h), once the last writer has finished. write_file_header is false when appending to the capture of the image this one

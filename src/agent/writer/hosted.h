@@ -1,0 +1,45 @@
+// src/agent/writer/hosted.h
+//
+// The agent's side of the hosted writer (exchange.h, docs/agent.md "The hosted writer"): under
+// `memlens run`, the program's rings live in the exchange, and the agent publishes there the
+// names the writer in `memlens run` cannot read from the program's memory.
+//
+// Runs on: application threads (Attach and BeginImage at the start, the Publish calls where a
+// name is made: a dlopen, a Python code object, an API string). Never on the allocation path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "agent/writer/exchange.h"
+#include "format/records.h"
+
+namespace memlens::agent {
+
+// The exchange this process's rings live in; null for the in-process writer.
+extern ExchangeHeader* g_exchange;
+
+// Maps the exchange named by MEMLENS_EXCHANGE. False (nothing changed) when there is none, or
+// it is not this build's: the in-process writer then records.
+bool AttachExchange();
+// This image starts: its slots afresh (an exec's new image), its process record, sampling
+// rule and modules in the log; then `memlens run` starts its writer.
+void BeginHostedImage(const format::ProcessRecord& process, uint64_t sample_rate,
+                      uint64_t sample_exact_from);
+// A slot for a new thread's ring (kSlotBytes, mapped here), or null when all are taken.
+void* TakeExchangeSlot();
+// dlopen or dlclose happened: the modules that changed go to the log.
+void PublishModules();
+// A new Python code object (python_support.h) and a new API string (string_table.h).
+void PublishPythonCode(uint64_t id);
+void PublishString(uint32_t id);
+void PublishEvalLoop(uint64_t begin, uint64_t end);
+// Around an exec: the exchange's descriptor is kept across it (and closed again on failure).
+void KeepExchangeAcrossExec(bool keep);
+// The counters of the END record the hosted writer cannot read from the program (recorder.h).
+inline void NoteHostedCount(std::atomic<uint64_t> ExchangeHeader::*counter) {
+  if (g_exchange) (g_exchange->*counter).fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace memlens::agent

@@ -1,0 +1,392 @@
+// src/agent/writer/writer_core.cc: see writer_core.h.
+#include "agent/writer/writer_core.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "base/monotonic_clock.h"
+
+namespace memlens::agent {
+namespace {
+
+constexpr uint64_t kFlushIntervalNs = 100 * 1000000ull;  // the capture is never staler than this
+constexpr long kBusyRoundNs = 1000000;    // between rounds while events flow (full tracing)
+constexpr long kQuietRoundNs = 10000000;  // otherwise, and always in sampling mode
+constexpr size_t kChunkEvents = 1 << 16;  // events per chunk: see docs/agent.md, "Limits and costs"
+constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
+constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
+constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sampled
+constexpr size_t kMaxMetaBytes = 8 << 20;  // stack nodes etc. per chunk (chunks stay < 64 MiB)
+
+}  // namespace
+
+// The writer's copy of one thread's previous native stack (see raw_event.h): allocation
+// records carry only the frames that changed, relative to it.
+struct ThreadStacks {
+  std::vector<uint64_t> frames;  // outermost first
+  std::vector<uint64_t> nodes;   // nodes[i]: interner id of frames[0..i] (may be shorter)
+  uint64_t generation = 0;       // the interner generation of nodes and merged_nodes
+  std::vector<uint64_t> pieces;  // changed frames (innermost first) of the allocation to come
+  // The last stack with Python frames, merged (python_merger.h), and merged_nodes[i] the
+  // interner id of its frames [0, i]: the next one is looked up only past the part it shares.
+  PythonMerger merger;
+  std::vector<uint64_t> merged_nodes;
+
+  void Clear() {
+    frames.clear();
+    nodes.clear();
+    pieces.clear();
+    merger.Clear();
+    merged_nodes.clear();
+  }
+};
+
+bool ResidentBytesOfStatm(const char* text, uint64_t* bytes) {
+  unsigned long long size_pages = 0, resident_pages = 0;
+  if (sscanf(text, "%llu %llu", &size_pages, &resident_pages) != 2) return false;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  *bytes = resident_pages * page;
+  return true;
+}
+
+Writer::Writer(WriterIo* io, WriterControl* control, bool write_file_header)
+    : io_(io),
+      control_(control),
+      write_file_header_(write_file_header),
+      meta_encoder_(&meta_),
+      event_encoder_(&meta_) {}
+
+Writer::~Writer() = default;
+
+void Writer::ForgetThreadStacks(void* stacks) {
+  if (stacks) static_cast<ThreadStacks*>(stacks)->Clear();
+}
+
+void Writer::DeleteThreadStacks(void* stacks) { delete static_cast<ThreadStacks*>(stacks); }
+
+void Writer::Run() {
+  if (write_file_header_) io_->Write(format::EncodeFileHeader());
+  io_->Begin(&meta_encoder_, &meta_);
+  Flush();
+  for (;;) {
+    const uint32_t wake_seen = control_->wake.load(std::memory_order_acquire);
+    if (control_->pause_requested.load(std::memory_order_acquire) >
+        control_->pause_done.load(std::memory_order_relaxed)) {
+      if (PauseForExec()) return;  // a new image: its own writer goes on
+    }
+    const bool stopping = control_->stop_requested.load(std::memory_order_acquire);
+    const uint64_t drain_ticket = control_->drain_requested.load(std::memory_order_acquire);
+    const uint64_t flush_ticket = control_->flush_requested.load(std::memory_order_acquire);
+    if (control_->modules_changed.exchange(0, std::memory_order_acq_rel)) RescanModules();
+    size_t drained = DrainAll();
+    control_->drain_done.store(drain_ticket, std::memory_order_release);
+    if (flush_ticket != control_->flush_done.load(std::memory_order_relaxed)) {
+      MaybeRecordTime(true);
+      Flush();
+      control_->flush_done.store(flush_ticket, std::memory_order_release);
+    }
+    control_->rounds.fetch_add(1, std::memory_order_release);
+    MaybeRecordTime(stopping);
+    MaybeSampleResident(stopping);
+    if (stopping) break;
+    uint64_t now = MonotonicNs();
+    if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes ||
+        now - last_flush_ns_ >= kFlushIntervalNs) {
+      Flush();
+    }
+    // Sleep until a producer nudges us or the next round is due: short while events flow in
+    // full tracing. Sampling's trickle of events waits the long round: each wake-up costs the
+    // program more than the events it drains (churn on 4 threads: 0.05 of its run time).
+    // A hosted writer's word is in memory shared with the program: not a private futex.
+    timespec timeout{0, drained && !io_->sampling() ? kBusyRoundNs : kQuietRoundNs};
+    syscall(SYS_futex, &control_->wake, io_->checked() ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE,
+            wake_seen, &timeout, nullptr, 0);
+  }
+  // Final round: everything committed before the stop request is in the buffers now.
+  DrainAll();
+  MaybeSampleResident(true);
+  WriteEnd(stop_reason_, stop_detail_);
+}
+
+void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
+  MaybeRecordTime(true);
+  uint64_t dropped = io_->TakeDroppedEvents();
+  if (dropped) meta_encoder_.Drops({dropped});
+  format::EndRecord end;
+  end.reason = reason;
+  end.detail = detail;
+  end.monotonic_ns = MonotonicNs() - io_->StartMonotonicNs();
+  end.events = io_->NextSeq(drained_next_);
+  end.dropped = io_->DroppedEventsTotal();
+  end.unrecorded_children = io_->UnrecordedChildren();
+  meta_encoder_.End(end);
+  Flush();
+}
+// The image is about to be replaced: leave the file whole for the next one, then write nothing
+// until resumed (a failed exec) or stopped. Returns true when the new image has started (a
+// hosted writer: the program's next image gets a writer of its own).
+bool Writer::PauseForExec() {
+  uint64_t ticket = control_->pause_requested.load(std::memory_order_acquire);
+  DrainAll();
+  WriteEnd(format::EndReason::kExec, 0);
+  control_->pause_done.store(ticket, std::memory_order_release);
+  while (control_->paused.load(std::memory_order_acquire) &&
+         !control_->stop_requested.load(std::memory_order_acquire)) {
+    if (io_->ImageReplaced()) return true;
+    timespec pause{0, 1000000};
+    nanosleep(&pause, nullptr);
+  }
+  return io_->ImageReplaced();
+}
+
+// A thread that has exited can write nothing more: its buffer, once drained, is free for the
+// next new thread. (A reused thread id only delays this.)
+void Writer::RetireExitedThreads() {
+  uint64_t now = MonotonicNs();
+  if (now - last_liveness_check_ns_ < kLivenessCheckNs) return;
+  last_liveness_check_ns_ = now;
+  for (const RingView& ring : rings_) {
+    ThreadBuffer* b = ring.buffer;
+    if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive) continue;
+    if (!io_->ThreadAlive(b->tid)) b->state.store(ThreadBuffer::kRetired, std::memory_order_release);
+  }
+}
+
+size_t Writer::DrainAll() {
+  size_t before = event_encoder_.pending_events();
+  io_->Rings(&rings_);
+  RetireExitedThreads();
+  for (const RingView& ring : rings_) {
+    int state = ring.buffer->state.load(std::memory_order_acquire);
+    if (state == ThreadBuffer::kFree) continue;
+    DrainRing(ring);
+    if (state == ThreadBuffer::kRetired) {
+      *ring.announced = false;
+      ForgetThreadStacks(*ring.stacks);
+      ring.buffer->state.store(ThreadBuffer::kFree, std::memory_order_release);
+    }
+  }
+  uint64_t dropped = io_->TakeDroppedEvents();
+  if (dropped) meta_encoder_.Drops({dropped});
+  return event_encoder_.pending_events() - before;
+}
+
+void Writer::DrainRing(const RingView& ring) {
+  if (!*ring.stacks) *ring.stacks = new ThreadStacks();
+  if (io_->checked()) {
+    ring.buffer->DrainChecked(ring.data, ring.limit, record_copy_,
+                              [&](const RawEvent& raw) { EncodeEvent(ring, raw); });
+  } else {
+    ring.buffer->Drain([&](const RawEvent& raw) { EncodeEvent(ring, raw); });
+  }
+  if (in_batch_) {
+    event_encoder_.EndEvents();
+    in_batch_ = false;
+  }
+}
+
+void Writer::EncodeEvent(const RingView& ring, const RawEvent& raw) {
+  auto* stacks = static_cast<ThreadStacks*>(*ring.stacks);
+  if (raw.kind == kStackPieceKind) {
+    if (raw.flags & kFirstPiece) stacks->pieces.clear();
+    const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
+    stacks->pieces.insert(stacks->pieces.end(), frames, frames + raw.frame_count);
+    return;
+  }
+  const uint32_t thread_index = ring.buffer->thread_index;
+  if (!*ring.announced) {
+    meta_encoder_.Thread({thread_index, ring.buffer->tid});
+    *ring.announced = true;
+  }
+  if (!in_batch_ || batch_thread_ != thread_index) {
+    if (in_batch_) event_encoder_.EndEvents();
+    event_encoder_.BeginEvents(thread_index);
+    batch_thread_ = thread_index;
+    in_batch_ = true;
+  }
+  format::Event event;
+  event.seq = raw.seq;
+  if (raw.seq >= drained_next_) drained_next_ = raw.seq + 1;
+  event.kind = static_cast<format::EventKind>(raw.kind);
+  event.address = raw.address;
+  event.size = raw.size;
+  event.stack = format::HasStack(event.kind) && (raw.flags & kHasStack) ? InternStack(stacks, raw) : 0;
+  DescribeStrings(event);
+  event_encoder_.AddEvent(event);
+  if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes) {
+    // keep chunks bounded, even in the middle of a batch
+    event_encoder_.EndEvents();
+    in_batch_ = false;
+    Flush();
+  }
+}
+
+// A custom heap's block event (HasAnnotationWord) gets its heap, and its type when it has one,
+// as annotation frames innermost in the stack (docs/capture-format.md, section 6).
+uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
+  const auto* words = reinterpret_cast<const uint64_t*>(&raw + 1);
+  int word_count = static_cast<int>((raw.record_size - sizeof(RawEvent)) / sizeof(uint64_t));
+  const bool annotated = HasAnnotationWord(raw.kind);
+  uint64_t annotation = 0;
+  if (annotated) {
+    annotation = *words++;
+    --word_count;
+  }
+  const uint64_t* changed = words + 1;
+  int count = raw.frame_count;
+  int python = word_count - 1 - count;
+  // The native stack: the kept outermost frames of the previous one, then what changed.
+  std::vector<uint64_t>& frames = stacks->frames;
+  size_t kept = std::min<size_t>(words[0], frames.size());  // never more: the agent mirrors us
+  frames.resize(kept);
+  if (stacks->nodes.size() > kept) stacks->nodes.resize(kept);
+  // One insert, not a push_back per frame: this runs for every event.
+  frames.insert(frames.end(), std::make_reverse_iterator(changed + count),
+                std::make_reverse_iterator(changed));
+  if (raw.flags & kAfterPieces) frames.insert(frames.end(), stacks->pieces.rbegin(), stacks->pieces.rend());
+  stacks->pieces.clear();
+  auto on_new_node = [&](uint64_t parent, uint64_t ip) {
+    if (format::IsPythonFrameIp(ip)) {
+      DescribePythonCode(format::PythonFrameCode(ip));
+    } else if (ip != kTruncatedMarkerIp && !format::IsAnnotationFrameIp(ip) &&
+               !io_->KnownModule(ip)) {
+      RescanModules();  // a frame outside every known module: something was loaded since
+    }
+    meta_encoder_.StackNode({parent, ip});
+  };
+
+  if (stacks->generation != interner_.generation()) {  // ids were forgotten (a dlclose)
+    stacks->nodes.clear();
+    stacks->merger.Clear();
+    stacks->merged_nodes.clear();
+    stacks->generation = interner_.generation();
+  }
+  const bool plain = !(raw.flags & kTruncated) && !annotated;
+  if (python > 0 && plain) {
+    // A Python program's stacks change mostly at their innermost lines: only the frames past
+    // the part shared with this thread's previous merged stack are merged and looked up.
+    size_t common = stacks->merger.Merge(frames.data(), frames.size(), kept, changed + count,
+                                         python, io_->EvalLoop());
+    const uint64_t* merged = stacks->merger.merged();
+    const size_t n = stacks->merger.merged_size();
+    std::vector<uint64_t>& nodes = stacks->merged_nodes;
+    common = std::min(common, nodes.size());
+    nodes.resize(n);
+    uint64_t id = common ? nodes[common - 1] : 0;
+    for (size_t i = common; i < n; ++i) {
+      id = interner_.Extend(id, merged[i], on_new_node);
+      nodes[i] = id;
+    }
+    return id;
+  }
+  // Any other stack: the merger's next `kept` would refer to a native stack it has not seen.
+  stacks->merger.Forget();
+  if (python <= 0 && plain) {
+    // Only the frames past the part shared with the previous stack are looked up.
+    const size_t known = stacks->nodes.size();
+    uint64_t id = known ? stacks->nodes.back() : 0;
+    stacks->nodes.resize(frames.size());
+    uint64_t* nodes = stacks->nodes.data();
+    for (size_t i = known; i < frames.size(); ++i) {
+      id = interner_.Extend(id, frames[i], on_new_node);
+      nodes[i] = id;
+    }
+    return id;
+  }
+  frames_.clear();
+  if (annotated) {
+    auto heap = static_cast<uint32_t>(annotation >> 32), type = static_cast<uint32_t>(annotation);
+    frames_.push_back(format::AnnotationFrameIp(format::Annotation::kHeap, heap));
+    if (type) {
+      DescribeString(type);
+      frames_.push_back(format::AnnotationFrameIp(format::Annotation::kType, type));
+    }
+  }
+  if (python > 0) {
+    MergeInnermostFirst(frames.data(), frames.size(), changed + count, python,
+                        io_->EvalLoop(), &frames_);
+  } else {
+    frames_.insert(frames_.end(), frames.rbegin(), frames.rend());
+  }
+  if (raw.flags & kTruncated) frames_.push_back(kTruncatedMarkerIp);
+  return interner_.Intern(frames_.data(), static_cast<int>(frames_.size()), on_new_node);
+}
+
+// The names an event refers to by id, each written once before its first use.
+void Writer::DescribeStrings(const format::Event& event) {
+  switch (event.kind) {
+    case format::EventKind::kHeapCreate: DescribeString(event.size); break;
+    case format::EventKind::kMarker:
+      DescribeString(event.address);
+      if (event.size) DescribeString(event.size);
+      break;
+    case format::EventKind::kSnapshot: DescribeString(event.address); break;
+    default: break;
+  }
+}
+void Writer::DescribeString(uint64_t id) {
+  if (id >= described_strings_.size()) described_strings_.resize(id + 1024);
+  if (described_strings_[id]) return;
+  described_strings_[id] = true;
+  io_->DescribeString(id, &meta_encoder_, &meta_);
+}
+
+void Writer::DescribePythonCode(uint64_t id) {
+  if (id >= described_codes_.size()) described_codes_.resize(id + 1024);
+  if (described_codes_[id]) return;
+  described_codes_[id] = true;
+  io_->DescribePythonCode(id, &meta_encoder_, &meta_);
+}
+
+void Writer::RescanModules() {
+  // A library loaded later at the same address must not inherit the closed one's nodes.
+  if (io_->RescanModules(&meta_encoder_, &meta_)) interner_.ForgetPaths();
+}
+
+// Time marks: at most one a millisecond while events flow, and one every 10 ms while none do
+// (a mark with an unchanged sequence number says that nothing happened until then: without
+// it, a snapshot at a time inside a quiet phase would land at the next burst of events).
+void Writer::MaybeRecordTime(bool force) {
+  uint64_t seq = io_->NextSeq(drained_next_);  // read before the clock: see TimeRecord
+  uint64_t now = MonotonicNs() - io_->StartMonotonicNs();
+  uint64_t since = now - last_time_ns_;
+  if (!force && since < (seq == last_time_seq_ ? 10000000u : 1000000u)) return;
+  meta_encoder_.Time({now, seq});
+  last_time_seq_ = seq;
+  last_time_ns_ = now;
+}
+
+// Resident memory beside the heap shows what the allocator keeps from the system.
+void Writer::MaybeSampleResident(bool force) {
+  uint64_t now = MonotonicNs();
+  if (!force && now - last_resident_ns_ < kResidentSampleNs) return;
+  last_resident_ns_ = now;
+  uint64_t bytes = 0;
+  if (io_->Resident(&bytes)) meta_encoder_.Resident({now - io_->StartMonotonicNs(), bytes});
+}
+
+void Writer::Flush() {
+  if (in_batch_) {  // a batch never spans chunks
+    event_encoder_.EndEvents();
+    in_batch_ = false;
+  }
+  last_flush_ns_ = MonotonicNs();
+  event_encoder_.FinishEvents();
+  if (meta_.empty()) return;
+  chunk_.clear();
+  // Each event column compressed as a block of its own (the events record is in meta_, so its
+  // offsets are the payload's).
+  compressor_.AppendChunk(meta_, &chunk_, &event_encoder_.block_starts());
+  io_->Write(chunk_);
+  event_encoder_.NextChunk();  // releases may refer to this chunk's allocations, no further
+  meta_.clear();
+}
+
+
+}  // namespace memlens::agent
