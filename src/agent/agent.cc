@@ -238,7 +238,7 @@ void Start() {
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
   g_pid = static_cast<pid_t>(process.pid);
-  if (AttachExchange()) {  // memlens run writes the capture (hosted.h)
+  if (g_exchange) {  // memlens run writes the capture (hosted.h)
     setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
     pthread_atfork(nullptr, nullptr, OnForkChild);
     g_on_new_string.store(PublishString, std::memory_order_release);
@@ -326,6 +326,8 @@ void InitializeOnce() {
     g_state.store(kPassive);
     return;
   }
+  // Under memlens run, the rings are in the exchange from the first event (hosted.h).
+  AttachExchange();
   g_state.store(kRecording);
 }
 

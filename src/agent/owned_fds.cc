@@ -26,9 +26,15 @@ int HighBase() {
   return top > 64 ? static_cast<int>(top - 32) : 3;
 }
 
-// A copy of fd at a high number, close-on-exec; fd itself when none can be made. Raw system
-// calls: the interposed close must not refuse the agent its own descriptors.
+// A copy of fd at a high number, close-on-exec; fd itself when none can be made, or when it is
+// high already (the exchange an exec'd image inherits keeps the number its environment names:
+// a shell passes on the value it read at its start). Raw system calls: the interposed close
+// must not refuse the agent its own descriptors.
 int MoveHigh(int fd) {
+  if (fd >= HighBase()) {
+    syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+  }
   int high = static_cast<int>(syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HighBase()));
   if (high < 0) return fd;
   syscall(SYS_close, fd);

@@ -72,27 +72,29 @@ bool AttachExchange() {
     DisownFd(g_slot, true);
     return false;
   }
-  g_exchange = static_cast<ExchangeHeader*>(mem);
-  g_log = static_cast<uint8_t*>(mem) + kExchangeLogOffset;
-  // The image an exec brings finds it at its new number.
-  setenv("MEMLENS_EXCHANGE", std::to_string(FdOf(g_slot)).c_str(), 1);
-  g_control = &g_exchange->control;
-  g_control_shared = true;
-  return true;
-}
-
-void BeginHostedImage(const format::ProcessRecord& process, uint64_t sample_rate,
-                      uint64_t sample_exact_from) {
+  auto* header = static_cast<ExchangeHeader*>(mem);
   // An exec's new image: the last one's threads are gone, its rings drained (its writer wrote
-  // its END before the exec). Their slots start again, free.
-  const uint32_t used = g_exchange->slots_used.load(std::memory_order_acquire);
+  // its END before the exec, and writes nothing until this image begins). Their slots start
+  // again, free.
+  const uint32_t used = header->slots_used.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < used && i < kExchangeSlots; ++i) {
     if (void* slot = MapShared(kExchangeSlotsOffset + i * kSlotBytes, kExchangePage)) {
       memset(slot, 0, kExchangePage);
       syscall(SYS_munmap, slot, kExchangePage);
     }
   }
-  g_exchange->slots_used.store(0, std::memory_order_release);
+  header->slots_used.store(0, std::memory_order_release);
+  g_log = static_cast<uint8_t*>(mem) + kExchangeLogOffset;
+  g_control = &header->control;
+  g_control_shared = true;
+  g_exchange = header;
+  return true;
+}
+
+void BeginHostedImage(const format::ProcessRecord& process, uint64_t sample_rate,
+                      uint64_t sample_exact_from) {
+  // The image an exec brings finds the exchange at its new number.
+  setenv("MEMLENS_EXCHANGE", std::to_string(FdOf(g_slot)).c_str(), 1);
   g_exchange->start_monotonic_ns.store(process.start_monotonic_ns, std::memory_order_relaxed);
   g_exchange->sample_rate.store(sample_rate, std::memory_order_relaxed);
   g_exchange->eval_begin.store(0, std::memory_order_relaxed);

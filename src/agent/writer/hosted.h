@@ -20,11 +20,12 @@ namespace memlens::agent {
 // The exchange this process's rings live in; null for the in-process writer.
 extern ExchangeHeader* g_exchange;
 
-// Maps the exchange named by MEMLENS_EXCHANGE. False (nothing changed) when there is none, or
-// it is not this build's: the in-process writer then records.
+// Maps the exchange named by MEMLENS_EXCHANGE, its slots afresh (an exec's new image), before
+// the first event: no allocation. False (nothing changed) when there is none, or it is not this
+// build's: the in-process writer then records.
 bool AttachExchange();
-// This image starts: its slots afresh (an exec's new image), its process record, sampling
-// rule and modules in the log; then `memlens run` starts its writer.
+// This image starts (the agent's constructor): its process record, sampling rule and modules in
+// the log; then `memlens run` starts its writer, which drains what the rings hold already.
 void BeginHostedImage(const format::ProcessRecord& process, uint64_t sample_rate,
                       uint64_t sample_exact_from);
 // A slot for a new thread's ring (kSlotBytes, mapped here), or null when all are taken.

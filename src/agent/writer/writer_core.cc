@@ -142,7 +142,8 @@ bool Writer::PauseForExec() {
     timespec pause{0, 1000000};
     nanosleep(&pause, nullptr);
   }
-  return io_->ImageReplaced();
+  // Stopped while still paused: the image ended in its exec, whose END is written.
+  return io_->ImageReplaced() || control_->paused.load(std::memory_order_acquire);
 }
 
 // A thread that has exited can write nothing more: its buffer, once drained, is free for the
@@ -161,6 +162,9 @@ void Writer::RetireExitedThreads() {
 size_t Writer::DrainAll() {
   size_t before = event_encoder_.pending_events();
   io_->Rings(&rings_);
+  // A hosted writer's names (modules, Python code, strings) come through the exchange's log,
+  // read after the rings' ends were taken: everything the events up to them name is in it.
+  if (io_->checked()) RescanModules();
   RetireExitedThreads();
   for (const RingView& ring : rings_) {
     int state = ring.buffer->state.load(std::memory_order_acquire);
