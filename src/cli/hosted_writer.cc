@@ -143,7 +143,8 @@ class ExchangeIo : public agent::WriterIo {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         s_->failed = true;
-        std::cerr << "memlens: writing the capture failed (" << (n < 0 ? strerror(errno) : "no space")
+        std::cerr << "memlens: writing the capture failed ("
+                  << (n < 0 ? strerror(errno) : "no space")
                   << "); the program continues, the capture ends here\n";
         return false;
       }

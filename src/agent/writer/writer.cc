@@ -337,7 +337,9 @@ bool IsWriterThread() {
          pthread_equal(pthread_self(), g_writer_thread);
 }
 
-void NoteModulesChangedForWriter() { g_control->modules_changed.store(1, std::memory_order_release); }
+void NoteModulesChangedForWriter() {
+  g_control->modules_changed.store(1, std::memory_order_release);
+}
 
 // Takes a ticket from `requested` and waits (at most timeout_ms) until the writer has marked
 // a round that covers it in `done`.

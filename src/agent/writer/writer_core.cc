@@ -155,7 +155,9 @@ void Writer::RetireExitedThreads() {
   for (const RingView& ring : rings_) {
     ThreadBuffer* b = ring.buffer;
     if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive) continue;
-    if (!io_->ThreadAlive(b->tid)) b->state.store(ThreadBuffer::kRetired, std::memory_order_release);
+    if (!io_->ThreadAlive(b->tid)) {
+      b->state.store(ThreadBuffer::kRetired, std::memory_order_release);
+    }
   }
 }
 
