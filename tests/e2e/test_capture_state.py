@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from conftest import BUILD, MEMLENS, PROGRAMS, memlens, record_killed
 
 
@@ -24,7 +26,11 @@ def duration_line(capture):
     return next(line for line in out.stdout.splitlines() if line.startswith("  duration"))
 
 
-def test_a_capture_being_written_is_still_recording_and_then_killed(tmp_path):
+@pytest.mark.parametrize("hosted", [True, False], ids=["hosted", "in-process"])
+def test_a_capture_being_written_is_still_recording_and_then_killed(tmp_path, hosted):
+    """While the program runs, the capture says "still recording". Killed, the program leaves a
+    whole capture when memlens run hosts the writer (it ends it with the signal), and one that
+    says it did not finish when the writer was in the program (MEMLENS_HOSTED_WRITER=0)."""
     capture = tmp_path / "live.mlens"
     seen = {}
 
@@ -32,10 +38,16 @@ def test_a_capture_being_written_is_still_recording_and_then_killed(tmp_path):
         seen["line"] = duration_line(capture)
         seen["warnings"] = summary_json(capture, index=False)[0]["capture"]["warnings"]
 
-    record_killed(capture, before_kill=while_running)
+    record_killed(capture, before_kill=while_running,
+                  env=None if hosted else {"MEMLENS_HOSTED_WRITER": "0"})
     assert seen["line"].endswith("   (still recording)")
     assert [w for w in seen["warnings"] if w.startswith("the program is still recording: ")]
     assert not [w for w in seen["warnings"] if "killed" in w]
+    if hosted:
+        summary = summary_json(capture)[0]["capture"]
+        assert summary["complete"] and summary["end_reason"] == "signal", summary
+        assert "(recording incomplete)" not in duration_line(capture)
+        return
     assert duration_line(capture).endswith("   (recording incomplete)")
     warnings = summary_json(capture)[0]["capture"]["warnings"]
     assert [w for w in warnings if w.startswith("the recording did not finish (the program was "
