@@ -91,5 +91,6 @@ def test_a_killed_program_is_indexed_as_far_as_it_got(tmp_path):
     got, from_index = view("summary", capture)
     expected, _ = view("summary", capture, index=False)
     assert got == expected and from_index > 0
-    assert got["capture"]["complete"] is False
+    # memlens run hosts the writer: it drains what the program left and ends the capture.
+    assert got["capture"]["complete"] and got["capture"]["end_reason"] == "signal"
     assert got["totals"]["in_use_at_exit_bytes"] >= 888
