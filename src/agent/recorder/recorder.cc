@@ -146,7 +146,7 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
                      const uint64_t* annotation) {
   ThreadBuffer* buffer = ThisThreadBuffer();
   if (!buffer) {
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    CountDroppedEvent();  // also in the exchange, for the hosted writer's END record
     return;
   }
   // A new span's capture knows none of the stacks before it: the first one is sent whole.
@@ -177,7 +177,7 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
     event = Reserve(buffer, record_size);
   }
   if (!event) {  // not committed: the next stack stays relative to the last recorded one
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    CountDroppedEvent();  // also in the exchange, for the hosted writer's END record
     return;
   }
   event->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
@@ -214,7 +214,7 @@ void RecordRelease(format::EventKind kind, const void* address, size_t size) {
   ThreadBuffer* buffer = ThisThreadBuffer();
   RawEvent* event = buffer ? Reserve(buffer, sizeof(RawEvent)) : nullptr;
   if (!event) {
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    CountDroppedEvent();  // also in the exchange, for the hosted writer's END record
     return;
   }
   event->seq = g_seq.fetch_add(1, std::memory_order_relaxed);

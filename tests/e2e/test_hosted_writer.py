@@ -1,0 +1,22 @@
+"""The writer hosted by `memlens run` (docs/agent.md, "The hosted writer"): what the review of
+the branch found (counts that must reach the END record, a program that scribbles over its
+rings, a memlens run that is gone, descriptors, children that share the rings)."""
+import os
+import subprocess
+
+from conftest import MEMLENS, PROGRAMS, line_of, memlens
+
+
+def test_threads_beyond_the_rings_are_counted_as_dropped(record):
+    """520 threads at once, 512 rings: main and 511 workers record, the 9 others' 100 mallocs
+    and 100 frees each are left out, and the capture says exactly how many."""
+    r = record("threads_over_slots")
+    assert r.proc.returncode == 0 and r.proc.stdout == "done\n", r.proc.stderr
+    row = r.row_at("threads_over_slots.c", "work")
+    assert row["allocations"] % 100 == 0
+    recorded_threads = row["allocations"] // 100
+    assert recorded_threads == 511  # main took a ring first (its pthread_create allocates)
+    summary = r.analyze("summary")
+    assert summary["capture"]["complete"]
+    assert summary["totals"]["dropped_events"] == (520 - recorded_threads) * 200
+    assert summary["process"]["threads"] == 512
