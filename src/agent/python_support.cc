@@ -25,7 +25,7 @@ constinit thread_local bool t_in_mimalloc = false;
 
 namespace {
 
-constexpr uint64_t kMaxCodes = uint64_t{1} << 20;
+constexpr uint64_t kMaxCodes = kMaxPythonCodes;
 
 std::atomic<PythonCodeInfo*>* g_codes = nullptr;  // by id; mapped once, never freed
 std::atomic<uint64_t> g_next_code{1};

@@ -13,6 +13,10 @@
 
 namespace memlens::agent {
 
+// Every Python code id is below this (the writer bounds the ids it reads from another
+// process's rings).
+inline constexpr uint64_t kMaxPythonCodes = uint64_t{1} << 20;
+
 struct PythonCodeInfo {
   const char* filename;
   const char* name;

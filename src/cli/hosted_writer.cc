@@ -47,6 +47,7 @@ struct HostedWriter::State {
   std::atomic<bool> finishing{false};
 
   void Main();
+  void WriteImages();
 };
 
 namespace {
@@ -166,7 +167,21 @@ class ExchangeIo : public agent::WriterIo {
 
 }  // namespace
 
+// Nothing the program wrote into the exchange may take memlens run down: the program's exit
+// status is still to be waited for and passed on. A writer that fails (memory) ends the capture
+// at its last whole chunk and says so once.
 void HostedWriter::State::Main() {
+  try {
+    WriteImages();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    writer = nullptr;  // gone with the unwinding
+    std::cerr << "memlens: the writer failed (" << e.what()
+              << "); the program continues, the capture ends at its last chunk\n";
+  }
+}
+
+void HostedWriter::State::WriteImages() {
   uint32_t images_done = 0;
   bool wrote_header = false;
   for (;;) {

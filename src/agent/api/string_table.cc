@@ -10,7 +10,7 @@ namespace memlens::agent {
 std::atomic<void (*)(uint32_t)> g_on_new_string{nullptr};
 namespace {
 
-constexpr size_t kSlots = 8192;              // power of two; at most kSlots - 1 names
+constexpr size_t kSlots = kMaxStringIds;     // power of two; at most kSlots - 1 names
 constexpr size_t kTextBytes = 1 << 20;       // static storage: untouched pages cost nothing
 
 struct Slot {

@@ -23,6 +23,8 @@
 namespace memlens::agent {
 
 inline constexpr size_t kMaxStringLength = 255;
+// Every id is below this (the writer bounds the ids it reads from another process's rings).
+inline constexpr uint32_t kMaxStringIds = 8192;
 
 // The id of `text` (0 for null or when full). Async-signal-safe and lock-free.
 uint32_t InternString(const char* text);

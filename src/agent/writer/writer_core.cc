@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/api/string_table.h"
+#include "agent/python_support.h"
+#include "agent/recorder/unwinder.h"
 #include "base/monotonic_clock.h"
 
 namespace memlens::agent {
@@ -201,6 +204,8 @@ void Writer::EncodeEvent(const RingView& ring, const RawEvent& raw) {
   auto* stacks = static_cast<ThreadStacks*>(*ring.stacks);
   if (raw.kind == kStackPieceKind) {
     if (raw.flags & kFirstPiece) stacks->pieces.clear();
+    // No stack is deeper (unwinder.h): more pieces are a scribbled ring's, not to be kept.
+    if (stacks->pieces.size() + raw.frame_count > kMaxStackFrames) return;
     const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
     stacks->pieces.insert(stacks->pieces.end(), frames, frames + raw.frame_count);
     return;
@@ -250,6 +255,8 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
   // The native stack: the kept outermost frames of the previous one, then what changed.
   std::vector<uint64_t>& frames = stacks->frames;
   size_t kept = std::min<size_t>(words[0], frames.size());  // never more: the agent mirrors us
+  // A stack never grows past the unwinder's depth; a scribbled ring's might, without end.
+  if (kept + count > kMaxStackFrames) kept = 0;
   frames.resize(kept);
   if (stacks->nodes.size() > kept) stacks->nodes.resize(kept);
   // One insert, not a push_back per frame: this runs for every event.
@@ -336,15 +343,23 @@ void Writer::DescribeStrings(const format::Event& event) {
     default: break;
   }
 }
+// Ids come from the rings: a program that scribbled over its ring (a hosted writer's) may give
+// any number, which must neither index nor size anything. Such an id stays undescribed.
 void Writer::DescribeString(uint64_t id) {
-  if (id >= described_strings_.size()) described_strings_.resize(id + 1024);
+  if (id >= kMaxStringIds) return;
+  if (id >= described_strings_.size()) {
+    described_strings_.resize(std::min<uint64_t>(id + 1024, kMaxStringIds));
+  }
   if (described_strings_[id]) return;
   described_strings_[id] = true;
   io_->DescribeString(id, &meta_encoder_, &meta_);
 }
 
 void Writer::DescribePythonCode(uint64_t id) {
-  if (id >= described_codes_.size()) described_codes_.resize(id + 1024);
+  if (id >= kMaxPythonCodes) return;
+  if (id >= described_codes_.size()) {
+    described_codes_.resize(std::min<uint64_t>(id + 1024, kMaxPythonCodes));
+  }
   if (described_codes_[id]) return;
   described_codes_[id] = true;
   io_->DescribePythonCode(id, &meta_encoder_, &meta_);

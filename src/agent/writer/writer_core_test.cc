@@ -1,0 +1,127 @@
+// The writer's loop (writer_core.h) reading a ring another process writes, as the hosted writer
+// does: ids an event names (strings, Python code) come from the program's memory, and a
+// program that scribbled over its ring must not make the writer index or size anything by them.
+#include "agent/writer/writer_core.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analyzer/reader/capture_reader.h"
+
+namespace memlens::agent {
+namespace {
+
+class FakeIo : public WriterIo {
+ public:
+  ThreadBuffer buffer;
+  std::unique_ptr<uint8_t[]> bytes{new uint8_t[ThreadBuffer::kInitialCapacity]()};
+  bool announced = false;
+  void* stacks = nullptr;
+  std::string capture;
+  std::vector<uint64_t> strings_described, codes_described;
+
+  FakeIo() {
+    buffer.data = bytes.get();
+    buffer.state.store(ThreadBuffer::kActive);
+    buffer.tid = static_cast<uint64_t>(gettid());
+  }
+  ~FakeIo() override { Writer::DeleteThreadStacks(stacks); }
+
+  // One record: `words` after the header (the `kept` word first when kHasStack).
+  void Add(uint64_t seq, format::EventKind kind, uint64_t address, uint64_t size, uint8_t flags,
+           uint16_t frames, std::vector<uint64_t> words) {
+    const auto record = static_cast<uint32_t>(sizeof(RawEvent) + words.size() * 8);
+    RawEvent* e = buffer.Reserve(record);
+    *e = RawEvent{};
+    e->seq = seq;
+    e->address = address;
+    e->size = size;
+    e->kind = static_cast<uint8_t>(kind);
+    e->flags = flags;
+    e->frame_count = frames;
+    e->record_size = record;
+    std::copy(words.begin(), words.end(), reinterpret_cast<uint64_t*>(e + 1));
+    buffer.Commit(record);
+  }
+
+  void Rings(std::vector<RingView>* out) override {
+    out->assign(1, {&buffer, bytes.get(), buffer.committed_end(), &announced, &stacks});
+  }
+  bool checked() const override { return true; }
+  bool sampling() const override { return false; }
+  bool ThreadAlive(uint64_t) override { return true; }
+  void Begin(format::RecordEncoder* meta, std::string*) override {
+    meta->Process({1, 0, 0, 0, "/bin/scribbler", {"scribbler"}, "0"});
+    meta->Module({1, 0x400000, "/bin/scribbler", "", {{0x400000, 0x1000}}});
+  }
+  bool RescanModules(format::RecordEncoder*, std::string*) override { return false; }
+  bool KnownModule(uint64_t) override { return true; }
+  void DescribePythonCode(uint64_t id, format::RecordEncoder*, std::string*) override {
+    codes_described.push_back(id);
+  }
+  void DescribeString(uint64_t id, format::RecordEncoder* meta, std::string*) override {
+    strings_described.push_back(id);
+    meta->String({id, "name"});
+  }
+  EvalLoopRange EvalLoop() override { return {0x400100, 0x400200}; }
+  uint64_t NextSeq(uint64_t drained_next) override { return drained_next; }
+  uint64_t TakeDroppedEvents() override { return 0; }
+  uint64_t DroppedEventsTotal() override { return 0; }
+  uint64_t UnrecordedChildren() override { return 0; }
+  uint64_t StartMonotonicNs() override { return 0; }
+  bool Resident(uint64_t*) override { return false; }
+  bool Write(const std::string& bytes) override {
+    capture += bytes;
+    return true;
+  }
+  bool ImageReplaced() override { return false; }
+};
+
+class Count final : public format::RecordVisitor {
+ public:
+  std::vector<uint64_t> seqs;
+  uint64_t end_events = ~uint64_t{0};
+  void OnEvent(const format::Event& e) override { seqs.push_back(e.seq); }
+  void OnEnd(const format::EndRecord& r) override { end_events = r.events; }
+};
+
+TEST(WriterCheckedRing, ScribbledIdsAreNeitherIndexedNorSized) {
+  FakeIo io;
+  using format::EventKind;
+  io.Add(0, EventKind::kMalloc, 0x1000, 16, kHasStack, 1, {0, 0x400010});
+  // A marker naming string ids near 2^64: the writer's table of described names was indexed
+  // (and sized, wrapping around) by them.
+  io.Add(1, EventKind::kMarker, ~uint64_t{0} - 5, ~uint64_t{0} - 5, 0, 0, {});
+  io.Add(2, EventKind::kHeapCreate, 7, uint64_t{1} << 20, 0, 0, {});
+  // A Python frame (after the eval loop's native frame) naming a code id past every real one.
+  io.Add(3, EventKind::kMalloc, 0x2000, 32, kHasStack, 1,
+         {0, 0x400150, format::PythonFrameIp(uint64_t{1} << 30, 12)});
+  io.Add(4, EventKind::kMarker, 5, 0, 0, 0, {});
+  WriterControl control;
+  control.stop_requested.store(1);
+  Writer(&io, &control, true).Run();
+
+  EXPECT_EQ(io.strings_described, std::vector<uint64_t>{5});  // the one real id
+  EXPECT_TRUE(io.codes_described.empty());
+  char path[] = "/tmp/memlens_writer_core_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, io.capture.data(), io.capture.size()),
+            static_cast<ssize_t>(io.capture.size()));
+  close(fd);
+  Count count;
+  analyzer::ReadStatus status;
+  std::string error;
+  ASSERT_TRUE(analyzer::ReadCapture(path, &count, &status, &error)) << error;
+  unlink(path);
+  EXPECT_EQ(count.seqs, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(count.end_events, 5u);
+}
+
+}  // namespace
+}  // namespace memlens::agent
