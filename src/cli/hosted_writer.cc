@@ -176,6 +176,7 @@ void HostedWriter::State::Main() {
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(mutex);
     writer = nullptr;  // gone with the unwinding
+    header->host_gone.store(1, std::memory_order_release);  // the program waits for us no more
     std::cerr << "memlens: the writer failed (" << e.what()
               << "); the program continues, the capture ends at its last chunk\n";
   }
@@ -243,6 +244,7 @@ std::unique_ptr<HostedWriter> HostedWriter::Create() {
   state->header = new (mem) ExchangeHeader();
   state->header->magic = agent::kExchangeMagic;
   state->header->bytes = agent::kExchangeBytes;
+  state->header->host_pid.store(getpid(), std::memory_order_relaxed);
   return std::unique_ptr<HostedWriter>(new HostedWriter(std::move(state)));
 }
 

@@ -20,3 +20,20 @@ def test_threads_beyond_the_rings_are_counted_as_dropped(record):
     assert summary["capture"]["complete"]
     assert summary["totals"]["dropped_events"] == (520 - recorded_threads) * 200
     assert summary["process"]["threads"] == 512
+
+
+def test_a_program_whose_memlens_run_is_gone_does_not_wait_for_it(tmp_path):
+    """memlens run is killed while the program runs: the program's three memlens_flush() calls
+    (each a wait for the writer of up to 10 s) return at once, and the program ends as it
+    would."""
+    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(tmp_path / "c.mlens"), "--",
+                             str(PROGRAMS / "host_gone")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    proc.kill()
+    assert proc.wait(timeout=30) == -9
+    proc.stdin.write("go\n")
+    proc.stdin.close()  # the program holds the pipes still: memlens run passed them on
+    waited_ms = int(proc.stdout.readline())
+    assert proc.stdout.read() == ""  # the program exited
+    assert waited_ms < 1000

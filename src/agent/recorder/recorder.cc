@@ -54,7 +54,7 @@ RawEvent* ReserveSlow(ThreadBuffer* buffer, uint32_t size) {
   uint64_t since = MonotonicNs();
   for (;;) {
     if (g_state.load(std::memory_order_relaxed) != kRecording ||
-        !g_writer_running.load(std::memory_order_acquire)) {
+        !g_writer_running.load(std::memory_order_acquire) || HostedWriterGone()) {
       return nullptr;
     }
     WakeWriter();

@@ -66,6 +66,10 @@ struct ExchangeHeader {
   std::atomic<uint64_t> start_monotonic_ns;  // the image's process record's
   std::atomic<uint64_t> sample_rate;  // 0: full tracing (the writer's pace, writer_core.cc)
   std::atomic<uint64_t> eval_begin, eval_end;  // python_support.h: g_eval_begin/end
+  // memlens run's process, and 1 once its writer has quit (it failed): the agent then waits
+  // for it no more (hosted.h, HostedWriterGone).
+  std::atomic<int32_t> host_pid;
+  std::atomic<uint32_t> host_gone;
 };
 static_assert(sizeof(ExchangeHeader) <= kExchangePage);
 

@@ -1,7 +1,9 @@
 // src/agent/writer/hosted.cc: see hosted.h.
 #include "agent/writer/hosted.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -150,6 +152,17 @@ void PublishEvalLoop(uint64_t begin, uint64_t end) {
   if (!g_exchange) return;
   g_exchange->eval_begin.store(begin, std::memory_order_relaxed);
   g_exchange->eval_end.store(end, std::memory_order_release);
+}
+
+bool HostedWriterGone() {
+  if (!g_exchange) return false;
+  const pid_t host = g_exchange->host_pid.load(std::memory_order_relaxed);
+  if (!g_exchange->host_gone.load(std::memory_order_acquire) &&
+      !(host > 0 && kill(host, 0) != 0 && errno == ESRCH)) {
+    return false;
+  }
+  g_writer_running.store(false, std::memory_order_release);
+  return true;
 }
 
 void KeepExchangeAcrossExec(bool keep) {

@@ -38,6 +38,9 @@ void PublishString(uint32_t id);
 void PublishEvalLoop(uint64_t begin, uint64_t end);
 // Around an exec: the exchange's descriptor is kept across it (and closed again on failure).
 void KeepExchangeAcrossExec(bool keep);
+// Whether memlens run, which hosts this process's writer, is gone (killed, or its writer quit):
+// then, for good, no writer runs (g_writer_running is cleared) and nobody waits for one.
+bool HostedWriterGone();
 // The counters of the END record the hosted writer cannot read from the program (recorder.h).
 inline void NoteHostedCount(std::atomic<uint64_t> ExchangeHeader::*counter) {
   if (g_exchange) (g_exchange->*counter).fetch_add(1, std::memory_order_relaxed);

@@ -28,8 +28,10 @@
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
+#include "agent/writer/hosted.h"
 #include "agent/writer/module_scanner.h"
 #include "agent/writer/writer_core.h"
+#include "base/monotonic_clock.h"
 
 namespace memlens::agent {
 
@@ -319,15 +321,18 @@ void RequestWriterStop(format::EndReason reason, int64_t detail) {
 
 // Polls every 100 us: the writer's last round usually takes well under a millisecond, and
 // every process that exits waits here (a 1 ms poll added most of a millisecond to each).
+// The timeout is clock time without a round, not a count of polls (each poll's sleep lasts
+// longer than asked on a busy machine).
 void WaitForWriter(int timeout_ms) {
   constexpr int kPollUs = 100;
   uint64_t rounds = g_control->rounds.load(std::memory_order_acquire);
-  int64_t idle_us = 0;
-  while (g_writer_running.load(std::memory_order_acquire) && idle_us < int64_t{timeout_ms} * 1000) {
+  uint64_t since = MonotonicNs();
+  while (g_writer_running.load(std::memory_order_acquire) &&
+         MonotonicNs() - since < uint64_t(timeout_ms) * 1000000) {
     timespec pause{0, kPollUs * 1000};
     nanosleep(&pause, nullptr);
     uint64_t now = g_control->rounds.load(std::memory_order_acquire);
-    idle_us = now == rounds ? idle_us + kPollUs : 0;
+    if (now != rounds) since = MonotonicNs();
     rounds = now;
   }
 }
@@ -341,15 +346,26 @@ void NoteModulesChangedForWriter() {
   g_control->modules_changed.store(1, std::memory_order_release);
 }
 
-// Takes a ticket from `requested` and waits (at most timeout_ms) until the writer has marked
-// a round that covers it in `done`.
+// The writer's round count when a wait last ran out: until the writer moves again, later
+// waits give up at once (a stopped memlens run: one timeout, not one per dlclose or flush).
+std::atomic<uint64_t> g_gave_up_at_round{~uint64_t{0}};
+
+// Takes a ticket from `requested` and waits (at most timeout_ms of clock time) until the writer
+// has marked a round that covers it in `done`. A hosted writer whose memlens run is gone is not
+// waited for.
 void RequestAndWait(std::atomic<uint64_t>& requested, const std::atomic<uint64_t>& done,
                     int timeout_ms) {
   uint64_t ticket = requested.fetch_add(1, std::memory_order_acq_rel) + 1;
-  for (int waited_us = 0; done.load(std::memory_order_acquire) < ticket &&
-                          g_writer_running.load(std::memory_order_acquire) &&
-                          waited_us < timeout_ms * 1000;
-       waited_us += 100) {
+  const uint64_t rounds = g_control->rounds.load(std::memory_order_acquire);
+  if (rounds == g_gave_up_at_round.load(std::memory_order_relaxed)) return;
+  const uint64_t deadline = MonotonicNs() + uint64_t(timeout_ms) * 1000000;
+  while (done.load(std::memory_order_acquire) < ticket &&
+         g_writer_running.load(std::memory_order_acquire) && !HostedWriterGone()) {
+    if (MonotonicNs() >= deadline) {
+      g_gave_up_at_round.store(g_control->rounds.load(std::memory_order_acquire),
+                               std::memory_order_relaxed);
+      return;
+    }
     WakeWriter();
     timespec pause{0, 100000};
     nanosleep(&pause, nullptr);
