@@ -170,12 +170,11 @@ void OnForkChild() {
   g_state.store(kPassive);
 }
 
-// Whether LD_PRELOAD names this library (by path, or by file name for a bare name the loader
-// looked up). No allocation: this may run at the process's first malloc.
-bool NamedInPreload() {
-  const char* preload = getenv("LD_PRELOAD");
+// Whether `preload` (an LD_PRELOAD value) names this library (by path, or by file name for a
+// bare name the loader looked up). No allocation: this may run at the process's first malloc.
+bool PreloadNamesAgent(const char* preload) {
   Dl_info self;
-  if (!preload || !dladdr(reinterpret_cast<void*>(&NamedInPreload), &self) || !self.dli_fname) {
+  if (!preload || !dladdr(reinterpret_cast<void*>(&PreloadNamesAgent), &self) || !self.dli_fname) {
     return false;
   }
   struct stat own;
@@ -285,7 +284,7 @@ void InitializeOnce() {
     return;
   }
   real::EnsureResolved();
-  g_preloaded = NamedInPreload();
+  g_preloaded = PreloadNamesAgent(getenv("LD_PRELOAD"));
   if (!g_preloaded) {  // dlopen'ed or linked: nothing is recorded until a span starts
     t_in_hook = true;
     InitializeRecorder();
@@ -297,6 +296,7 @@ void InitializeOnce() {
   const char* tracked = getenv("MEMLENS_TRACKED");
   if (tracked && *tracked) {
     if (strtol(tracked, nullptr, 10) != static_cast<long>(getpid())) {
+      DropExchange();
       g_state.store(kPassive);  // a descendant of the recorded process
       return;
     }
@@ -310,6 +310,7 @@ void InitializeOnce() {
   if (!ParseSetting(getenv("MEMLENS_SAMPLE_SEED"), &seed)) g_bad_setting = "MEMLENS_SAMPLE_SEED";
   if (!SetPythonStacks(-1)) g_bad_setting = "MEMLENS_PYTHON_STACKS";
   if (g_bad_setting) {
+    DropExchange();  // no writer will drain it: the program must not see it either
     g_state.store(kPassive);
     return;
   }
@@ -323,6 +324,7 @@ void InitializeOnce() {
   g_guarded_short_path = rate != 0 && !g_sampler_failed && !g_direct_short_path;
   t_in_hook = false;
   if (g_sampler_failed) {
+    DropExchange();
     g_state.store(kPassive);
     return;
   }
@@ -340,9 +342,22 @@ void NoteModulesChanged() {
 void BeforeDlclose() {
   if (g_state.load() == kRecording && !t_in_hook) DrainNow(1000);
 }
-void PauseBeforeExec() {
+// The exchange is kept across the exec only for an image that will load the agent and find it
+// (its environment names both): any other program would inherit a descriptor of ours.
+bool ExecKeepsExchange(char* const envp[]) {
+  const char* preload = nullptr;
+  const char* exchange = nullptr;
+  for (char* const* e = envp; e && *e; ++e) {
+    if (strncmp(*e, "LD_PRELOAD=", 11) == 0) preload = *e + 11;
+    if (strncmp(*e, "MEMLENS_EXCHANGE=", 17) == 0) exchange = *e + 17;
+  }
+  const char* ours = getenv("MEMLENS_EXCHANGE");
+  return exchange && ours && strcmp(exchange, ours) == 0 && PreloadNamesAgent(preload);
+}
+
+void PauseBeforeExec(char* const envp[]) {
   if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
-    KeepExchangeAcrossExec(true);
+    KeepExchangeAcrossExec(ExecKeepsExchange(envp));
     PauseWriterForExec(kStopTimeoutMs);
   }
 }

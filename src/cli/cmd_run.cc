@@ -413,7 +413,8 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   }
   if (!CheckPython(command[0], program_path, agent, &error)) return Complain(error);
   // The program runs all the same, untouched; memlens says once why it records nothing.
-  if (std::string why = WhyNotRecorded(program_path); !why.empty()) {
+  const std::string why_not_recorded = WhyNotRecorded(program_path);
+  if (const std::string& why = why_not_recorded; !why.empty()) {
     std::cerr << "memlens: " << command[0] << " cannot be recorded: " << why << "\n";
   }
   WarnAboutPyenvPip(command, program_path);
@@ -461,7 +462,7 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   // keeps it in the program, as without memlens run.
   std::unique_ptr<HostedWriter> hosted;
   const char* hosted_setting = getenv("MEMLENS_HOSTED_WRITER");
-  if (output.find('%') == std::string::npos &&
+  if (output.find('%') == std::string::npos && why_not_recorded.empty() &&
       !(hosted_setting && std::string(hosted_setting) == "0")) {
     struct stat st;
     if (output.empty() || stat(output.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {

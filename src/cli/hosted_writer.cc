@@ -9,6 +9,7 @@
 #include <linux/futex.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -258,7 +259,15 @@ HostedWriter::~HostedWriter() {
 }
 
 void HostedWriter::PassToChild() {
-  int fd = dup(state_->exchange_fd);  // without close-on-exec
+  // Without close-on-exec, at a number above those programs use (the agent's own range,
+  // agent/owned_fds.cc), so that a program that does not load the agent keeps its numbering.
+  rlimit limit{};
+  int high = 992;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    rlim_t top = limit.rlim_cur < 1024 ? limit.rlim_cur : 1024;
+    high = top > 64 ? static_cast<int>(top - 32) : 3;
+  }
+  int fd = fcntl(state_->exchange_fd, F_DUPFD, high);
   if (fd >= 0) setenv("MEMLENS_EXCHANGE", std::to_string(fd).c_str(), 1);
 }
 

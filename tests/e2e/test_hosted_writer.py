@@ -37,3 +37,31 @@ def test_a_program_whose_memlens_run_is_gone_does_not_wait_for_it(tmp_path):
     waited_ms = int(proc.stdout.readline())
     assert proc.stdout.read() == ""  # the program exited
     assert waited_ms < 1000
+
+
+def fds_of(command, memlens_env=None):
+    """The descriptor numbers `command` (a shell line that lists some) prints, run alone and under
+    memlens run with `memlens_env` added."""
+    alone = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60)
+    recorded = subprocess.run([str(MEMLENS), "run", "--", "/bin/sh", "-c", command],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **(memlens_env or {})})
+    assert alone.returncode == 0 and recorded.returncode == 0, recorded.stderr
+    return alone.stdout.split(), recorded.stdout.split()
+
+
+def test_a_program_that_does_not_record_inherits_no_exchange(tmp_path):
+    """The agent goes passive (a bad setting): the shell's descriptors are the ones it has
+    without memlens, and MEMLENS_EXCHANGE is not in its environment."""
+    os.chdir(tmp_path)  # the capture of a passive run, if any, stays here
+    alone, recorded = fds_of("ls /proc/$$/fd; env | grep -c MEMLENS_EXCHANGE || true",
+                             {"MEMLENS_SAMPLE_SEED": "bogus"})
+    assert recorded == alone and alone[-1] == "0"
+
+
+def test_an_exec_that_drops_the_agent_inherits_no_exchange(tmp_path):
+    """The recorded shell execs `env -i ls`: ls runs without the agent (an empty environment),
+    so the exchange stays closed across that exec: ls sees the descriptors it sees alone."""
+    os.chdir(tmp_path)
+    alone, recorded = fds_of("exec env -i /bin/ls /proc/self/fd")
+    assert recorded == alone == ["0", "1", "2", "3"]

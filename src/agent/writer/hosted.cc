@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -55,18 +56,35 @@ void Append(const std::string& records, uint32_t kind) {
   g_log_lock.store(false, std::memory_order_release);
 }
 
-}  // namespace
-
-bool AttachExchange() {
+// The descriptor MEMLENS_EXCHANGE names, when it is this build's exchange (a memory file of its
+// size and magic), else -1: the number may be one of the program's own files.
+int ExchangeFd() {
   const char* name = getenv("MEMLENS_EXCHANGE");
-  if (!name || !*name) return false;
+  if (!name || !*name) return -1;
   int fd = atoi(name);
+  struct stat st;
   uint64_t magic = 0, bytes = 0;
-  if (pread(fd, &magic, sizeof magic, 0) != sizeof magic ||
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) != kExchangeBytes ||
+      pread(fd, &magic, sizeof magic, 0) != sizeof magic ||
       pread(fd, &bytes, sizeof bytes, sizeof magic) != sizeof bytes || magic != kExchangeMagic ||
       bytes != kExchangeBytes) {
-    return false;
+    return -1;
   }
+  return fd;
+}
+
+}  // namespace
+
+void DropExchange() {
+  int fd = ExchangeFd();
+  if (fd >= 0) syscall(SYS_close, fd);
+  unsetenv("MEMLENS_EXCHANGE");
+}
+
+bool AttachExchange() {
+  int fd = ExchangeFd();
+  if (fd < 0) return false;
   g_slot = OwnFd(fd);  // out of the program's way, as the capture's is (owned_fds.h)
   if (g_slot < 0) return false;
   void* mem = MapShared(0, kExchangeSlotsOffset);

@@ -24,6 +24,9 @@ extern ExchangeHeader* g_exchange;
 // the first event: no allocation. False (nothing changed) when there is none, or it is not this
 // build's: the in-process writer then records.
 bool AttachExchange();
+// The agent will not record (a bad setting, a descendant): the inherited exchange, if any, is
+// closed and its variable removed, so that the program sees neither.
+void DropExchange();
 // This image starts (the agent's constructor): its process record, sampling rule and modules in
 // the log; then `memlens run` starts its writer, which drains what the rings hold already.
 void BeginHostedImage(const format::ProcessRecord& process, uint64_t sample_rate,
