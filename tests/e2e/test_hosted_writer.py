@@ -65,3 +65,16 @@ def test_an_exec_that_drops_the_agent_inherits_no_exchange(tmp_path):
     os.chdir(tmp_path)
     alone, recorded = fds_of("exec env -i /bin/ls /proc/self/fd")
     assert recorded == alone == ["0", "1", "2", "3"]
+
+
+def test_a_child_made_without_fork_handlers_writes_nothing_into_its_parents_rings(record):
+    """_Fork() runs no atfork handler, and the rings are shared memory: the child's 100 blocks
+    must not reach the parent's capture, and the parent's 10 must all be there."""
+    r = record("raw_fork")
+    assert r.proc.returncode == 0 and r.proc.stdout == "child 0\n", r.proc.stderr
+    parent = r.row_at("raw_fork.c", "parent")
+    assert (parent["allocations"], parent["allocated_bytes"]) == (10, 5550)
+    assert r.rows_at("raw_fork.c", "child") == []
+    summary = r.analyze("summary")
+    assert summary["capture"]["complete"] and summary["totals"]["unmatched_frees"] == 0
+    assert summary["totals"]["dropped_events"] == 0

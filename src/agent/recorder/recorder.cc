@@ -40,6 +40,12 @@ std::atomic<uint64_t> g_dropped_reported{0};
 // once the thread is gone (writer.cc). No thread-exit hook: other libraries' thread-exit code
 // (libunwind's cache cleanup, say) runs after any hook of ours and still allocates.
 ThreadBuffer* ThisThreadBuffer() {
+  // A child made without the fork handlers would write into its parent's shared rings.
+  if (__builtin_expect(!*g_exchange_attached, 0)) {
+    if (g_exchange) LeaveExchangeInChild();
+    t_buffer = nullptr;
+    return nullptr;
+  }
   if (!t_buffer) t_buffer = AcquireThreadBuffer();
   return t_buffer;
 }

@@ -22,6 +22,10 @@
 namespace memlens::agent {
 
 ExchangeHeader* g_exchange = nullptr;
+namespace {
+constexpr uint32_t kAlwaysAttached = 1;  // where MADV_WIPEONFORK is refused (kernels < 4.14)
+}  // namespace
+const volatile uint32_t* g_exchange_attached = &kAlwaysAttached;
 
 namespace {
 
@@ -76,6 +80,14 @@ int ExchangeFd() {
 
 }  // namespace
 
+void LeaveExchangeInChild() {
+  g_state.store(kPassive, std::memory_order_relaxed);  // a child is not recorded (agent.h)
+  g_exchange = nullptr;  // this process's copy of the pointer: the parent's stays
+  g_control = &g_local_control;
+  g_control_shared = false;
+  g_writer_running.store(false, std::memory_order_relaxed);
+}
+
 void DropExchange() {
   int fd = ExchangeFd();
   if (fd >= 0) syscall(SYS_close, fd);
@@ -104,6 +116,18 @@ bool AttachExchange() {
     }
   }
   header->slots_used.store(0, std::memory_order_release);
+  // Set once: an exec's new image starts with it again, a child made by _Fork sees it zeroed.
+  void* page = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, kExchangePage,
+                                               PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (page != MAP_FAILED) {
+    if (syscall(SYS_madvise, page, kExchangePage, MADV_WIPEONFORK) == 0) {
+      *static_cast<volatile uint32_t*>(page) = 1;
+      g_exchange_attached = static_cast<volatile uint32_t*>(page);
+    } else {
+      syscall(SYS_munmap, page, kExchangePage);
+    }
+  }
   g_log = static_cast<uint8_t*>(mem) + kExchangeLogOffset;
   g_control = &header->control;
   g_control_shared = true;

@@ -19,6 +19,12 @@ namespace memlens::agent {
 
 // The exchange this process's rings live in; null for the in-process writer.
 extern ExchangeHeader* g_exchange;
+// Nonzero in the process that attached the exchange; zero in a child made without the fork
+// handlers (_Fork, a raw clone): the word lives in a page the kernel wipes on fork
+// (MADV_WIPEONFORK), and such a child must not touch the parent's shared rings.
+extern const volatile uint32_t* g_exchange_attached;
+// Called by that child at its first event: it records nothing, and touches the exchange no more.
+void LeaveExchangeInChild();
 
 // Maps the exchange named by MEMLENS_EXCHANGE, its slots afresh (an exec's new image), before
 // the first event: no allocation. False (nothing changed) when there is none, or it is not this

@@ -20,6 +20,7 @@ namespace memlens::agent {
 struct WriterControl;
 // Where the writer and the program's threads meet: the agent's own words, or the exchange's
 // (g_control_shared: its futex is then not a private one).
+extern WriterControl g_local_control;  // the in-process writer's
 extern WriterControl* g_control;
 extern bool g_control_shared;
 
