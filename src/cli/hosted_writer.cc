@@ -56,7 +56,8 @@ namespace {
 // What the writer reads from the program, through the exchange and /proc.
 class ExchangeIo : public agent::WriterIo {
  public:
-  ExchangeIo(HostedWriter::State* s, uint32_t image) : s_(s), h_(s->header), image_(image) {
+  ExchangeIo(HostedWriter::State* s, uint32_t image)
+      : s_(s), h_(s->header), image_(image), attached_(h_->attached.load()) {
     announced_ = std::make_unique<bool[]>(agent::kExchangeSlots);
     stacks_.assign(agent::kExchangeSlots, nullptr);
     statm_ = open(("/proc/" + std::to_string(s->pid) + "/statm").c_str(), O_RDONLY | O_CLOEXEC);
@@ -70,6 +71,7 @@ class ExchangeIo : public agent::WriterIo {
   // those ends refers to was published before it (hosted.h), so it is in the log by then.
   void Rings(std::vector<RingView>* out) override {
     out->clear();
+    if (ImageReplaced()) return;  // the rings are the next image's now
     uint32_t used = h_->slots_used.load(std::memory_order_acquire);
     if (used > agent::kExchangeSlots) used = agent::kExchangeSlots;
     for (uint32_t i = 0; i < used; ++i) {
@@ -89,8 +91,10 @@ class ExchangeIo : public agent::WriterIo {
   }
   // The log's new entries: modules, code names, strings, the image's process record.
   bool RescanModules(format::RecordEncoder*, std::string* payload) override {
-    const uint64_t end = std::min<uint64_t>(h_->log_bytes.load(std::memory_order_acquire),
-                                            agent::kExchangeLogBytes);
+    uint64_t end = std::min<uint64_t>(h_->log_bytes.load(), agent::kExchangeLogBytes);
+    // A replaced image's writer reads its own image's entries only, never the next one's
+    // process record (AttachExchange notes where they start before it counts itself).
+    if (h_->attached.load() != attached_) end = std::min<uint64_t>(end, h_->image_log_start.load());
     const uint8_t* log = s_->base + agent::kExchangeLogOffset;
     bool unloaded = false;
     while (s_->log_read + sizeof(agent::ExchangeLogEntry) <= end) {
@@ -154,12 +158,16 @@ class ExchangeIo : public agent::WriterIo {
     }
     return true;
   }
-  bool ImageReplaced() override { return h_->images.load(std::memory_order_acquire) != image_; }
+  bool ImageReplaced() override {
+    return h_->images.load(std::memory_order_acquire) != image_ ||
+           h_->attached.load(std::memory_order_acquire) != attached_;
+  }
 
  private:
   HostedWriter::State* s_;
   ExchangeHeader* h_;
   uint32_t image_;
+  uint32_t attached_;  // the exchange's `attached` when this image's writer started
   int statm_ = -1;
   uint64_t dropped_taken_ = 0;
   std::unique_ptr<bool[]> announced_;  // by slot: the writer's own, never the program's

@@ -2,9 +2,11 @@
 the branch found (counts that must reach the END record, a program that scribbles over its
 rings, a memlens run that is gone, descriptors, children that share the rings)."""
 import os
+import signal
 import subprocess
+import time
 
-from conftest import MEMLENS, PROGRAMS, line_of, memlens
+from conftest import MEMLENS, PROGRAMS, Recorded
 
 
 def test_threads_beyond_the_rings_are_counted_as_dropped(record):
@@ -78,3 +80,31 @@ def test_a_child_made_without_fork_handlers_writes_nothing_into_its_parents_ring
     summary = r.analyze("summary")
     assert summary["capture"]["complete"] and summary["totals"]["unmatched_frees"] == 0
     assert summary["totals"]["dropped_events"] == 0
+
+
+def test_a_writer_resumed_after_its_image_was_replaced_leaves_the_new_rings_alone(tmp_path):
+    """memlens run is stopped across the program's exec: the new image's 20 blocks of 333 bytes
+    are in the new image, with their frees, once memlens run goes on."""
+    capture = tmp_path / "c.mlens"
+    proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
+                             str(PROGRAMS / "stale_exec")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "execd\n"
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    time.sleep(0.3)  # the old image's writer runs on
+    proc.stdin.write("go\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    r = Recorded(proc, capture)
+    row = r.row_at("stale_exec.c", "new")
+    assert (row["allocations"], row["allocated_bytes"], row["leaked_blocks"]) == (20, 6660, 0)
+    summary = r.analyze("summary")
+    assert len(summary["process"]["earlier_images"]) == 1
+    assert summary["capture"]["complete"] and summary["totals"]["unmatched_frees"] == 0
+    assert summary["capture"]["warnings"] == []  # the new image's stacks were in the old one's

@@ -59,6 +59,10 @@ struct ExchangeHeader {
   // Each image of the program (exec) sets `images` to one more once its log records and its
   // reset slots are published; memlens run then starts a writer for it.
   std::atomic<uint32_t> images;
+  // One more as each image starts attaching, before it resets the slots: a writer of an earlier
+  // image (one that did not pause in time for the exec) then drains no ring again.
+  std::atomic<uint32_t> attached;
+  std::atomic<uint64_t> image_log_start;  // the log's length when the last image attached
   std::atomic<uint32_t> slots_used;  // slots [0, slots_used) have been taken at least once
   std::atomic<uint64_t> log_bytes;   // committed bytes of the names log
   std::atomic<uint64_t> dropped;     // events left out for want of room

@@ -105,6 +105,8 @@ bool AttachExchange() {
     return false;
   }
   auto* header = static_cast<ExchangeHeader*>(mem);
+  header->image_log_start.store(header->log_bytes.load());
+  header->attached.fetch_add(1);
   // An exec's new image: the last one's threads are gone, its rings drained (its writer wrote
   // its END before the exec, and writes nothing until this image begins). Their slots start
   // again, free.
