@@ -355,7 +355,10 @@ bool ExecKeepsExchange(char* const envp[]) {
   return exchange && ours && strcmp(exchange, ours) == 0 && PreloadNamesAgent(preload);
 }
 
-void PauseBeforeExec(char* const envp[]) {
+void PauseBeforeExec(const char* path, char* const envp[]) {
+  // An exec that cannot succeed (a shell trying each PATH entry in turn) leaves the capture as
+  // it is: no END record, no wait.
+  if (path && strchr(path, '/') && access(path, X_OK) != 0) return;
   if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
     KeepExchangeAcrossExec(ExecKeepsExchange(envp));
     PauseWriterForExec(kStopTimeoutMs);

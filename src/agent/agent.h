@@ -28,7 +28,9 @@ void FlushSpan();
 void NoteModulesChanged();
 void BeforeDlclose();  // lets the writer intern the closing library's frames first
 // exec: the capture is made whole for the new image; a failed exec resumes recording.
-void PauseBeforeExec(char* const envp[]);  // the new image's environment
+// path: the program's, or null when the C library searches PATH for it; envp: the new image's
+// environment.
+void PauseBeforeExec(const char* path, char* const envp[]);
 void ResumeAfterFailedExec();
 void StopBeforeExit(int status);
 // The agent's handler for a fatal signal (fatal_signals.h): finishes the capture.

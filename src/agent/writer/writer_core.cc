@@ -139,14 +139,21 @@ bool Writer::PauseForExec() {
   DrainAll();
   WriteEnd(format::EndReason::kExec, 0);
   control_->pause_done.store(ticket, std::memory_order_release);
+  // A failed exec followed at once by another (a shell trying each PATH entry) flips `paused`
+  // to 0 and back within one nap: the next exec's ticket ends this pause, and the loop honours
+  // it, instead of both sides waiting out the timeout.
   while (control_->paused.load(std::memory_order_acquire) &&
+         control_->pause_requested.load(std::memory_order_acquire) == ticket &&
          !control_->stop_requested.load(std::memory_order_acquire)) {
     if (io_->ImageReplaced()) return true;
     timespec pause{0, 1000000};
     nanosleep(&pause, nullptr);
   }
-  // Stopped while still paused: the image ended in its exec, whose END is written.
-  return io_->ImageReplaced() || control_->paused.load(std::memory_order_acquire);
+  if (io_->ImageReplaced()) return true;
+  // Stopped while still paused: the image ended in its exec, whose END is written. (Still
+  // paused, not stopped: the next exec's pause, which the loop honours next.)
+  return control_->stop_requested.load(std::memory_order_acquire) &&
+         control_->paused.load(std::memory_order_acquire);
 }
 
 // A thread that has exited can write nothing more: its buffer, once drained, is free for the
