@@ -84,7 +84,8 @@ def test_a_child_made_without_fork_handlers_writes_nothing_into_its_parents_ring
 
 def test_a_writer_resumed_after_its_image_was_replaced_leaves_the_new_rings_alone(tmp_path):
     """memlens run is stopped across the program's exec: the new image's 20 blocks of 333 bytes
-    are in the new image, with their frees, once memlens run goes on."""
+    and the 20 of 444 it makes later are in the new image, with their frees, once memlens run
+    goes on."""
     capture = tmp_path / "c.mlens"
     proc = subprocess.Popen([str(MEMLENS), "run", "-o", str(capture), "--",
                              str(PROGRAMS / "stale_exec")],
@@ -104,6 +105,8 @@ def test_a_writer_resumed_after_its_image_was_replaced_leaves_the_new_rings_alon
     r = Recorded(proc, capture)
     row = r.row_at("stale_exec.c", "new")
     assert (row["allocations"], row["allocated_bytes"], row["leaked_blocks"]) == (20, 6660, 0)
+    row = r.row_at("stale_exec.c", "after")
+    assert (row["allocations"], row["allocated_bytes"], row["leaked_blocks"]) == (20, 8880, 0)
     summary = r.analyze("summary")
     assert len(summary["process"]["earlier_images"]) == 1
     assert summary["capture"]["complete"] and summary["totals"]["unmatched_frees"] == 0
