@@ -48,8 +48,8 @@
   }
   function fmtCount(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
   // A sampled figure's standard error as ' \u00b1...' (docs/sampling.md); '' where it has none.
-  function pmBytes(e) { return e === undefined || e === null ? '' : ' \u00b1' + fmtBytes(Math.round(e)); }
-  function pmCount(e) { return e === undefined || e === null ? '' : ' \u00b1' + fmtCount(Math.round(e)); }
+  function pmBytes(e) { return e === undefined ? '' : ' \u00b1' + fmtBytes(Math.round(e)); }
+  function pmCount(e) { return e === undefined ? '' : ' \u00b1' + fmtCount(Math.round(e)); }
   function fmtSec(s) { return (s === null ? 0 : s).toFixed(3) + ' s'; }
   function fmtPct(part, whole) { return (whole ? (100 * part / whole) : 0).toFixed(1) + '%'; }
   function baseName(path) { const i = path.lastIndexOf('/'); return i < 0 ? path : path.slice(i + 1); }

@@ -325,7 +325,8 @@ test('a sampled capture\'s figures carry their standard error on the flame graph
   // Full tracing: no \u00b1 anywhere, text or tooltips.
   const plain = recordAndReport('estimates_full', [program]);
   const opened = await open(plain.html);
-  const shown = await opened.page.evaluate(() => document.body.innerText + [...document.querySelectorAll('[title]')].map((e) => e.title).join('\n'));
+  const shown = await opened.page.evaluate(() => document.body.innerText +
+    [...document.querySelectorAll('[title]')].map((e) => e.title).join('\n'));
   assert.ok(!shown.includes('\u00b1'), 'a full capture\'s report shows no \u00b1');
   assertClean(opened.seen, opened.url);
   await opened.page.close();
