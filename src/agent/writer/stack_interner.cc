@@ -11,14 +11,15 @@ inline uint64_t Mix(uint64_t h) {
   return h;
 }
 
+constexpr uint64_t kRootHash = 0x9e3779b97f4a7c15ULL;
+
 }  // namespace
 
-StackInterner::StackInterner() : nodes_(1, Node{0, 0}), children_(size_t{1} << 12, 0) {}
+StackInterner::StackInterner() : path_hashes_(1, kRootHash), children_(size_t{1} << 11, Child{0, 0, 0}) {}
 
 void StackInterner::ForgetPaths() {
-  children_.assign(children_.size(), 0);
+  children_.assign(children_.size(), Child{0, 0, 0});
   children_used_ = 0;
-  first_live_node_ = nodes_.size();
   ++generation_;
   cache_.Clear();
   edges_.Clear();
@@ -30,33 +31,31 @@ uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
   return h == 0 ? 1 : h;
 }
 
-uint64_t StackInterner::HashChild(uint64_t parent, uint64_t ip) {
-  return Mix(parent * 0x9e3779b97f4a7c15ULL ^ ip);
-}
-
-uint64_t StackInterner::Child(uint64_t parent, uint64_t ip, bool* created) {
-  size_t mask = children_.size() - 1;
-  size_t slot = HashChild(parent, ip) & mask;
-  for (; children_[slot] != 0; slot = (slot + 1) & mask) {
-    const Node& node = nodes_[children_[slot]];
-    if (node.parent == parent && node.ip == ip) return children_[slot];
+uint64_t StackInterner::Find(uint64_t parent, uint64_t ip, uint64_t hash, bool* created) {
+  const size_t mask = children_.size() - 1;
+  size_t slot = hash & mask;
+  for (; children_[slot].id != 0; slot = (slot + 1) & mask) {
+    const Child& child = children_[slot];
+    if (child.parent == parent && child.ip == ip) return child.id;
   }
-  uint64_t id = nodes_.size();
-  nodes_.push_back({parent, ip});
-  children_[slot] = id;
+  const uint64_t id = path_hashes_.size();
+  path_hashes_.push_back(hash);
+  children_[slot] = {parent, ip, id};
   *created = true;
   if (++children_used_ * 10 > children_.size() * 7) GrowChildren();
   return id;
 }
 
 void StackInterner::GrowChildren() {
-  children_.assign(children_.size() * 2, 0);
-  size_t mask = children_.size() - 1;
-  for (uint64_t id = first_live_node_; id < nodes_.size(); ++id) {
-    size_t slot = HashChild(nodes_[id].parent, nodes_[id].ip) & mask;
-    while (children_[slot] != 0) slot = (slot + 1) & mask;
-    children_[slot] = id;
+  std::vector<Child> grown(children_.size() * 2, Child{0, 0, 0});
+  const size_t mask = grown.size() - 1;
+  for (const Child& child : children_) {
+    if (child.id == 0) continue;
+    size_t slot = path_hashes_[child.id] & mask;
+    while (grown[slot].id != 0) slot = (slot + 1) & mask;
+    grown[slot] = child;
   }
+  children_.swap(grown);
 }
 
 }  // namespace memlens::agent
