@@ -31,6 +31,29 @@ uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t StackInterner::PathHash(uint64_t parent_hash, uint64_t ip) {
+  uint64_t h = (parent_hash ^ ip) * 0xff51afd7ed558ccdULL;
+  h ^= h >> 32;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 29);  // the table takes the low bits
+}
+
+uint64_t StackInterner::Miss(uint64_t id, const uint64_t* frame, ptrdiff_t step, size_t i,
+                             size_t count, Ahead* ahead, bool* created) {
+  if (i >= ahead->end) {
+    uint64_t hash = path_hashes_[id];
+    ahead->begin = i;
+    ahead->end = std::min(count, i + kAhead);
+    const uint64_t* f = frame;
+    for (size_t k = 0; k < ahead->end - i; ++k, f += step) {
+      hash = PathHash(hash, *f);
+      ahead->hashes[k] = hash;
+      __builtin_prefetch(&children_[hash & (children_.size() - 1)]);
+    }
+  }
+  return Find(id, *frame, ahead->hashes[i - ahead->begin], created);
+}
+
 uint64_t StackInterner::Find(uint64_t parent, uint64_t ip, uint64_t hash, bool* created) {
   const size_t mask = children_.size() - 1;
   size_t slot = hash & mask;

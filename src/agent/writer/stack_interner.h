@@ -36,7 +36,8 @@ class StackInterner {
         cached.depth == static_cast<uint64_t>(count)) {
       return cached.id;
     }
-    uint64_t id = Walk(0, frames + count - 1, -1, static_cast<size_t>(count), nullptr, on_new_node);
+    uint64_t id =
+        Walk(0, frames + count - 1, -1, static_cast<size_t>(count), nullptr, on_new_node);
     cached = {hash, id, frames[0], static_cast<uint64_t>(count)};
     return id;
   }
@@ -128,50 +129,43 @@ class StackInterner {
   // coming one after the other (many distinct deep stacks: 3.5x fewer ns a frame).
   static constexpr size_t kAhead = 32;
 
-  // The walk behind Intern and ExtendPath: the frames outermost[i * step] for i < count, each
-  // one's id stored in ids[i] (unless ids is null).
+  // The hashes of the frames [begin, end) of the walk in progress (Walk, Miss).
+  struct Ahead {
+    size_t begin = 0, end = 0;
+    uint64_t hashes[kAhead];
+  };
+
+  // The walk behind Intern and ExtendPath: the frames frame[i * step] for i < count, outermost
+  // first, each one's id stored in ids[i] (unless ids is null). A step the trie-step cache
+  // knows costs a load and three compares; the rest is Miss's.
   template <typename Fn>
-  uint64_t Walk(uint64_t parent, const uint64_t* outermost, ptrdiff_t step, size_t count,
+  uint64_t Walk(uint64_t parent, const uint64_t* frame, ptrdiff_t step, size_t count,
                 uint64_t* ids, Fn&& on_new_node) {
-    auto frame = [outermost, step](size_t i) { return outermost[static_cast<ptrdiff_t>(i) * step]; };
     uint64_t id = parent;
-    uint64_t hashes[kAhead];  // of frames [hashed, hashed + kAhead)
-    size_t hashed = 0, hashed_end = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const uint64_t ip = frame(i);
+    Ahead ahead;
+    for (size_t i = 0; i < count; ++i, frame += step) {
+      const uint64_t ip = *frame;
       Edge& edge = edges_[id ^ ip];
-      if (edge.child != 0 && edge.parent == id && edge.ip == ip) {
-        id = edge.child;
-      } else {
-        if (i >= hashed_end) {
-          uint64_t hash = path_hashes_[id];
-          hashed = i;
-          hashed_end = std::min(count, i + kAhead);
-          for (size_t k = i; k < hashed_end; ++k) {
-            hash = PathHash(hash, frame(k));
-            hashes[k - i] = hash;
-            __builtin_prefetch(&children_[hash & (children_.size() - 1)]);
-          }
-        }
+      if (edge.child == 0 || edge.parent != id || edge.ip != ip) {
         bool created = false;
-        const uint64_t child = Find(id, ip, hashes[i - hashed], &created);
+        const uint64_t child = Miss(id, frame, step, i, count, &ahead, &created);
         if (created) on_new_node(id, ip);
         edge = {id, ip, child};
-        id = child;
       }
+      id = edge.child;
       if (ids) ids[i] = id;
     }
     return id;
   }
+  // The child of node id for *frame, the i-th frame of the walk, found or created (*created)
+  // in the children's table; hashes the frames ahead (from node id's path) when i is past
+  // those hashed.
+  uint64_t Miss(uint64_t id, const uint64_t* frame, ptrdiff_t step, size_t i, size_t count,
+                Ahead* ahead, bool* created);
 
   static uint64_t HashStack(const uint64_t* frames, int count);
   // The hash of a path: of its parent's path and its own frame (the root's is a constant).
-  static uint64_t PathHash(uint64_t parent_hash, uint64_t ip) {
-    uint64_t h = (parent_hash ^ ip) * 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 29);  // the table takes the low bits
-  }
+  static uint64_t PathHash(uint64_t parent_hash, uint64_t ip);
   uint64_t Find(uint64_t parent, uint64_t ip, uint64_t hash, bool* created);
   void GrowChildren();
 
