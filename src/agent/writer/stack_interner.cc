@@ -11,14 +11,14 @@ inline uint64_t Mix(uint64_t h) {
   return h;
 }
 
-constexpr uint64_t kRootHash = 0x9e3779b97f4a7c15ULL;
+constexpr uint32_t kRootHash = 0x9e3779b9u;
 
 }  // namespace
 
-StackInterner::StackInterner() : path_hashes_(1, kRootHash), children_(size_t{1} << 11, Child{0, 0, 0}) {}
+StackInterner::StackInterner() : path_hashes_(1, kRootHash), children_(size_t{1} << 11, Child{}) {}
 
 void StackInterner::ForgetPaths() {
-  children_.assign(children_.size(), Child{0, 0, 0});
+  children_.assign(children_.size(), Child{});
   children_used_ = 0;
   ++generation_;
   cache_.Clear();
@@ -31,17 +31,17 @@ uint64_t StackInterner::HashStack(const uint64_t* frames, int count) {
   return h == 0 ? 1 : h;
 }
 
-uint64_t StackInterner::PathHash(uint64_t parent_hash, uint64_t ip) {
-  uint64_t h = (parent_hash ^ ip) * 0xff51afd7ed558ccdULL;
+uint32_t StackInterner::PathHash(uint32_t parent_hash, uint64_t ip) {
+  uint64_t h = (uint64_t{parent_hash} ^ ip) * 0xff51afd7ed558ccdULL;
   h ^= h >> 32;
   h *= 0xc4ceb9fe1a85ec53ULL;
-  return h ^ (h >> 29);  // the table takes the low bits
+  return static_cast<uint32_t>(h ^ (h >> 29));  // the table takes the low bits
 }
 
 uint64_t StackInterner::Miss(uint64_t id, const uint64_t* frame, ptrdiff_t step, size_t i,
                              size_t count, Ahead* ahead, bool* created) {
   if (i >= ahead->end) {
-    uint64_t hash = path_hashes_[id];
+    uint32_t hash = path_hashes_[id];
     ahead->begin = i;
     ahead->end = std::min(count, i + kAhead);
     const uint64_t* f = frame;
@@ -54,7 +54,7 @@ uint64_t StackInterner::Miss(uint64_t id, const uint64_t* frame, ptrdiff_t step,
   return Find(id, *frame, ahead->hashes[i - ahead->begin], created);
 }
 
-uint64_t StackInterner::Find(uint64_t parent, uint64_t ip, uint64_t hash, bool* created) {
+uint64_t StackInterner::Find(uint64_t parent, uint64_t ip, uint32_t hash, bool* created) {
   const size_t mask = children_.size() - 1;
   size_t slot = hash & mask;
   for (; children_[slot].id != 0; slot = (slot + 1) & mask) {
@@ -62,15 +62,16 @@ uint64_t StackInterner::Find(uint64_t parent, uint64_t ip, uint64_t hash, bool* 
     if (child.parent == parent && child.ip == ip) return child.id;
   }
   const uint64_t id = path_hashes_.size();
+  if (id > kMaxId) return parent;
   path_hashes_.push_back(hash);
-  children_[slot] = {parent, ip, id};
+  children_[slot] = {ip, static_cast<uint32_t>(parent), static_cast<uint32_t>(id)};
   *created = true;
   if (++children_used_ * 10 > children_.size() * 7) GrowChildren();
   return id;
 }
 
 void StackInterner::GrowChildren() {
-  std::vector<Child> grown(children_.size() * 2, Child{0, 0, 0});
+  std::vector<Child> grown(children_.size() * 2, Child{});
   const size_t mask = grown.size() - 1;
   for (const Child& child : children_) {
     if (child.id == 0) continue;

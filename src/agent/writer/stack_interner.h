@@ -4,7 +4,7 @@
 // whose root is the outermost frame, so a stack seen a million times costs one id in the
 // capture and common prefixes are stored once.
 //
-// Memory: 8 bytes per node plus a table of 24-byte children kept at most 70% full, a
+// Memory: 4 bytes per node plus a table of 16-byte children kept at most 70% full, a
 // fixed-size cache of recent whole stacks (Python programs make hundreds of thousands of deep,
 // distinct stacks) and a fixed-size cache of recent trie steps (2 MiB and 192 KiB, mapped zero-filled: a page costs
 // only once a slot on it is used, so a short run does not pay for them up front).
@@ -101,11 +101,14 @@ class StackInterner {
 
   // A node in the table of children: its parent and frame, compared right there, so that a
   // lookup reads one slot (the table and a separate node list were two cache misses a frame).
+  // Ids in 32 bits keep it as small as the id and node the two held: 4 billion nodes would
+  // take the writer 100 GiB; past kMaxId, a stack ends at its last node that fits (Find).
   struct Child {
-    uint64_t parent;
     uint64_t ip;
-    uint64_t id;  // 0: empty
+    uint32_t parent;
+    uint32_t id;  // 0: empty
   };
+  static constexpr uint64_t kMaxId = 0xffffffffu;
   // A recent whole stack, checked against its depth and innermost frame: a false hit needs a
   // 64-bit hash collision between two stacks of the same depth and innermost frame.
   struct CachedStack {
@@ -132,7 +135,7 @@ class StackInterner {
   // The hashes of the frames [begin, end) of the walk in progress (Walk, Miss).
   struct Ahead {
     size_t begin = 0, end = 0;
-    uint64_t hashes[kAhead];
+    uint32_t hashes[kAhead];
   };
 
   // The walk behind Intern and ExtendPath: the frames frame[i * step] for i < count, outermost
@@ -165,11 +168,12 @@ class StackInterner {
 
   static uint64_t HashStack(const uint64_t* frames, int count);
   // The hash of a path: of its parent's path and its own frame (the root's is a constant).
-  static uint64_t PathHash(uint64_t parent_hash, uint64_t ip);
-  uint64_t Find(uint64_t parent, uint64_t ip, uint64_t hash, bool* created);
+  // 32 bits place a slot in any table that fits in memory, at 4 bytes a node.
+  static uint32_t PathHash(uint32_t parent_hash, uint64_t ip);
+  uint64_t Find(uint64_t parent, uint64_t ip, uint32_t hash, bool* created);
   void GrowChildren();
 
-  std::vector<uint64_t> path_hashes_;  // by id; [0] is the root's
+  std::vector<uint32_t> path_hashes_;  // by id; [0] is the root's
   std::vector<Child> children_;  // open addressing by path hash; a power of two, <= 70% full
   size_t children_used_ = 0;
   uint64_t generation_ = 0;     // ForgetPaths calls so far
