@@ -187,7 +187,8 @@ void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t ori
   }
   const uint32_t thread = batches_.back().first;
   const uint64_t serial = mine.added();
-  recent_[RecentIndex(address)] = {thread, static_cast<uint32_t>(serial) == 0 ? 1 : static_cast<uint32_t>(serial)};
+  const uint32_t low = static_cast<uint32_t>(serial);
+  recent_[RecentIndex(address)] = {thread, low == 0 ? 1 : low};
   if (uint64_t end = ReachableAllocations::EndOf(address, size)) {
     ends_[EndIndex(end)] = {end, serial, thread, origin};
   }

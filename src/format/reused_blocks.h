@@ -116,7 +116,9 @@ class ReusedBlocks {
     return hits;
 #else
     uint32_t hits = 0;
-    for (uint32_t i = 0; i < kDepth; ++i) hits |= static_cast<uint32_t>(list.address[i] == address) << i;
+    for (uint32_t i = 0; i < kDepth; ++i) {
+      hits |= static_cast<uint32_t>(list.address[i] == address) << i;
+    }
     return hits;
 #endif
   }

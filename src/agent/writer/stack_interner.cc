@@ -15,7 +15,8 @@ constexpr uint32_t kRootHash = 0x9e3779b9u;
 
 }  // namespace
 
-StackInterner::StackInterner() : path_hashes_(1, kRootHash), children_(size_t{1} << 11, Child{}) {}
+StackInterner::StackInterner()
+    : path_hashes_(1, kRootHash), children_(size_t{1} << 11, Child{}) {}
 
 void StackInterner::ForgetPaths() {
   children_.assign(children_.size(), Child{});

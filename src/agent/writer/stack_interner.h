@@ -6,8 +6,9 @@
 //
 // Memory: 4 bytes per node plus a table of 16-byte children kept at most 70% full, a
 // fixed-size cache of recent whole stacks (Python programs make hundreds of thousands of deep,
-// distinct stacks) and a fixed-size cache of recent trie steps (2 MiB and 192 KiB, mapped zero-filled: a page costs
-// only once a slot on it is used, so a short run does not pay for them up front).
+// distinct stacks) and a fixed-size cache of recent trie steps (2 MiB and 192 KiB, mapped
+// zero-filled: a page costs only once a slot on it is used, so a short run does not pay for
+// them up front).
 // Runs on: the writer thread only. Not thread-safe; never touched by application threads.
 #pragma once
 

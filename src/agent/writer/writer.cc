@@ -381,7 +381,8 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     common = std::min(common, nodes.size());
     nodes.resize(n);
     const uint64_t id = common ? nodes[common - 1] : 0;
-    return interner_.ExtendPath(id, merged + common, n - common, nodes.data() + common, on_new_node);
+    return interner_.ExtendPath(id, merged + common, n - common, nodes.data() + common,
+                                on_new_node);
   }
   // Any other stack: the merger's next `kept` would refer to a native stack it has not seen.
   stacks->merger.Forget();
