@@ -82,6 +82,38 @@ TEST(StackInterner, ExtendingOneFrameAtATimeMatchesIntern) {
   EXPECT_EQ(interner.node_count(), 300u + 296u);  // round 1 left the chain at depth 4
 }
 
+TEST(StackInterner, ExtendingAPathAtOnceMatchesInternAcrossGrowth) {
+  // Paths longer than the frames fetched ahead at once, from points part way along earlier
+  // ones, over 20,000 nodes in all (the children's table grows many times, mid-path too): every id
+  // is the one Intern gives the same stack, and Unwind gives the path back.
+  StackInterner interner;
+  Recorded rec;
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> path, ids;  // outermost first
+  for (int round = 0; round < 3000; ++round) {
+    const size_t keep = path.empty() ? 0 : rng() % path.size();
+    path.resize(keep);
+    ids.resize(keep);
+    const size_t more = 1 + rng() % 40;
+    for (size_t i = 0; i < more; ++i) path.push_back(0x1000 + rng() % 4);
+    ids.resize(path.size());
+    const uint64_t from = keep ? ids[keep - 1] : 0;
+    const uint64_t id = interner.ExtendPath(from, path.data() + keep, more, ids.data() + keep,
+                                            rec.Callback());
+    ASSERT_EQ(id, ids.back());
+    for (size_t depth = keep; depth < path.size(); ++depth) {
+      std::vector<uint64_t> innermost_first(path.rend() - depth - 1, path.rend());
+      ASSERT_EQ(rec.Unwind(ids[depth]), innermost_first);
+      ASSERT_EQ(interner.Intern(innermost_first.data(), static_cast<int>(depth + 1),
+                                rec.Callback()),
+                ids[depth]);
+    }
+  }
+  EXPECT_GT(interner.node_count(), 20000u);
+  EXPECT_EQ(interner.node_count() + 1, rec.nodes.size());
+  EXPECT_EQ(interner.ExtendPath(7, nullptr, 0, nullptr, rec.Callback()), 7u);  // no frames
+}
+
 TEST(StackInterner, ForgottenPathsAreNeverReturned) {
   StackInterner interner;
   Recorded rec;
