@@ -73,15 +73,20 @@ function assertClean(seen, url) {
   assert.deepEqual(seen.dialogs, [], 'a dialog opened');
 }
 
-// Drags (or clicks, when from == to) over the timeline at two moments, in seconds.
-async function timelineGesture(page, from, to, click) {
+// The timeline's length in seconds, the page x of a moment on it, and the page y of its middle.
+async function timelineCoordinates(page) {
   const svg = page.locator('#timeline-svg');
   const box = await svg.boundingBox();
   const attr = async (n) => Number(await svg.getAttribute(n));
   const [duration, left, width, full] = await Promise.all(
     ['data-duration', 'data-plot-left', 'data-plot-width', 'data-width'].map(attr));
   const x = (s) => box.x + (left + (s / duration) * width) / full * box.width;
-  const y = box.y + box.height / 2;
+  return { duration, x, y: box.y + box.height / 2 };
+}
+
+// Drags (or clicks, when from == to) over the timeline at two moments, in seconds.
+async function timelineGesture(page, from, to, click) {
+  const { x, y } = await timelineCoordinates(page);
   if (click) {
     await page.mouse.click(x(from), y);
     await page.waitForSelector('#snapshot-table');  // the first click shows its moment
@@ -299,20 +304,15 @@ test('a sampled capture\'s figures carry their standard error on the flame graph
 
   // A checkpoint at the end: every kept small block is live, with its error; then a diff from
   // the start, whose changes carry theirs too.
-  const svg = page.locator('#timeline-svg');
-  const box = await svg.boundingBox();
-  const attr = async (n) => Number(await svg.getAttribute(n));
-  const [duration, left, width, full] = await Promise.all(
-    ['data-duration', 'data-plot-left', 'data-plot-width', 'data-width'].map(attr));
-  const x = (s) => box.x + (left + (s / duration) * width) / full * box.width;
-  await page.mouse.click(x(duration * 0.98), box.y + box.height / 2);
+  const { duration, x, y } = await timelineCoordinates(page);
+  await page.mouse.click(x(duration * 0.98), y);
   await page.waitForSelector('#snapshot-table');
   assert.match(await page.locator('#diff-title').textContent(), / \u00b1\S+ \S+ \(click/);
   const row = page.locator('#snapshot-table tbody tr', { has: page.locator('td.fn', { hasText: /^small$/ }) });
   assert.equal(await row.count(), 1);
   assert.equal((await row.locator('td.num').first().textContent()).trim(),
     fmtBytes(small.leaked_bytes) + pm(small.leaked_bytes_error));
-  await page.mouse.click(x(duration * 0.02), box.y + box.height / 2);
+  await page.mouse.click(x(duration * 0.02), y);
   await page.waitForSelector('#diff-table');
   // Both moments' heap and the change: three.
   assert.equal((await page.locator('#diff-title').textContent()).split('\u00b1').length - 1, 3);
