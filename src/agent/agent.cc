@@ -309,7 +309,10 @@ void NoteModulesChanged() { NoteModulesChangedForWriter(); }
 void BeforeDlclose() {
   if (g_state.load() == kRecording && !t_in_hook) DrainNow(1000);
 }
-void PauseBeforeExec() {
+void PauseBeforeExec(const char* path) {
+  // An exec that cannot succeed (a shell trying each PATH entry in turn) leaves the capture as
+  // it is: no END record, no wait.
+  if (path && strchr(path, '/') && access(path, X_OK) != 0) return;
   if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
     PauseWriterForExec(kStopTimeoutMs);
   }

@@ -28,7 +28,8 @@ void FlushSpan();
 void NoteModulesChanged();
 void BeforeDlclose();  // lets the writer intern the closing library's frames first
 // exec: the capture is made whole for the new image; a failed exec resumes recording.
-void PauseBeforeExec();
+// path: the program's, or null when the C library searches PATH for it.
+void PauseBeforeExec(const char* path);
 void ResumeAfterFailedExec();
 void StopBeforeExit(int status);
 // The agent's handler for a fatal signal (fatal_signals.h): finishes the capture.

@@ -185,6 +185,37 @@ def test_failed_exec_keeps_recording(record):
     assert summary["capture"]["end_reason"] == "exit" and summary["process"]["earlier_images"] == []
 
 
+def test_failed_execs_back_to_back_do_not_wait(record, tmp_path):
+    """Three execs that fail (ENOEXEC) one right after another: each pause of the writer ends
+    when the writer has honoured it (the next exec's pause came before the writer saw the last
+    one lifted, and both sides waited 10 s), and the three blocks are recorded."""
+    not_a_program = tmp_path / "not_a_program"
+    not_a_program.write_bytes(b"\x00\x01\x02\x03")
+    not_a_program.chmod(0o755)
+    r = record("failed_execs", str(not_a_program))
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert int(r.proc.stdout) < 2000
+    row = r.row_at("failed_execs.c", "before_exec")
+    assert (row["allocations"], row["leaked_bytes"]) == (3, 300)
+    summary = r.analyze("summary")
+    assert summary["capture"]["end_reason"] == "exit" and summary["process"]["earlier_images"] == []
+
+
+def test_a_shell_searching_path_does_not_wait_at_each_missing_entry(tmp_path):
+    """sh tries /nx1/true, /nx2/true, /nx3/true, then /bin/true: the three that cannot run are
+    no exec for the capture (no pause), and the one that runs is the next image."""
+    capture = tmp_path / "sh.mlens"
+    start = time.monotonic()
+    proc = subprocess.run([str(MEMLENS), "run", "-o", str(capture), "--", "/bin/sh", "-c",
+                           "exec true"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": "/nx1:/nx2:/nx3:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - start < 5
+    summary = Recorded(proc, capture).analyze("summary")
+    assert summary["capture"]["end_reason"] == "exit"
+    assert summary["process"]["earlier_images"] == [["/bin/sh", "-c", "exec true"]]
+
+
 def test_exited_threads_give_their_buffers_back(record):
     r = record("many_threads", timeout=120)
     assert r.proc.returncode == 0

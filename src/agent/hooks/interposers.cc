@@ -420,7 +420,7 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                  char* const envp[]) {
   Enter();
-  memlens::agent::PauseBeforeExec();
+  memlens::agent::PauseBeforeExec(path);
   int rc = real::execve(path, argv, envp);
   AfterFailedExec();
   return rc;
@@ -428,7 +428,7 @@ __attribute__((visibility("default"))) int execve(const char* path, char* const 
 
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
   Enter();
-  memlens::agent::PauseBeforeExec();
+  memlens::agent::PauseBeforeExec(path);
   int rc = real::execv(path, argv);
   AfterFailedExec();
   return rc;
@@ -436,7 +436,7 @@ __attribute__((visibility("default"))) int execv(const char* path, char* const a
 
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
   Enter();
-  memlens::agent::PauseBeforeExec();
+  memlens::agent::PauseBeforeExec(file);
   int rc = real::execvp(file, argv);
   AfterFailedExec();
   return rc;
@@ -445,7 +445,7 @@ __attribute__((visibility("default"))) int execvp(const char* file, char* const 
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
                                                   char* const envp[]) {
   Enter();
-  memlens::agent::PauseBeforeExec();
+  memlens::agent::PauseBeforeExec(file);
   int rc = real::execvpe(file, argv, envp);
   AfterFailedExec();
   return rc;

@@ -247,7 +247,11 @@ void Writer::PauseForExec() {
   DrainAll();
   WriteEnd(format::EndReason::kExec, 0);
   g_pause_done.store(ticket, std::memory_order_release);
+  // A failed exec followed at once by another (a shell trying each PATH entry) flips g_paused
+  // to false and back within one nap: the next exec's ticket ends this pause, and the next
+  // round honours it, instead of both sides waiting out the timeout.
   while (g_paused.load(std::memory_order_acquire) &&
+         g_pause_requested.load(std::memory_order_acquire) == ticket &&
          !g_stop_requested.load(std::memory_order_acquire)) {
     timespec pause{0, 1000000};
     nanosleep(&pause, nullptr);
