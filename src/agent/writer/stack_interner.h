@@ -52,11 +52,6 @@ class StackInterner {
                       Fn&& on_new_node) {
     return Walk(parent, frames, 1, count, ids, on_new_node);
   }
-  template <typename Fn>
-  uint64_t Extend(uint64_t parent, uint64_t ip, Fn&& on_new_node) {
-    uint64_t id;
-    return ExtendPath(parent, &ip, 1, &id, on_new_node);
-  }
 
   size_t node_count() const { return path_hashes_.size() - 1; }
   // Changes whenever ForgetPaths runs: ids from an older generation must not be extended.

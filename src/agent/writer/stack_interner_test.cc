@@ -23,6 +23,13 @@ struct Recorded {
   }
 };
 
+// One frame past node parent's path: the writer's walks, one step long.
+uint64_t ExtendOne(StackInterner* interner, uint64_t parent, uint64_t ip, Recorded& rec) {
+  uint64_t id = 0;
+  EXPECT_EQ(interner->ExtendPath(parent, &ip, 1, &id, rec.Callback()), id);
+  return id;
+}
+
 TEST(StackInterner, SharesPrefixesAndNumbersNodesInOrder) {
   StackInterner interner;
   Recorded rec;
@@ -69,7 +76,7 @@ TEST(StackInterner, ExtendingOneFrameAtATimeMatchesIntern) {
     for (int depth = 0; depth < 300; ++depth) {
       uint64_t ip = depth % 5 == 4 && round == 1 ? 0x2222 : 0x1111;
       path.push_back(ip);
-      id = interner.Extend(id, ip, rec.Callback());
+      id = ExtendOne(&interner, id, ip, rec);
       std::vector<uint64_t> innermost_first(path.rbegin(), path.rend());
       ASSERT_EQ(rec.Unwind(id), innermost_first);
       ASSERT_EQ(interner.Intern(innermost_first.data(), depth + 1, rec.Callback()), id);
@@ -121,8 +128,8 @@ TEST(StackInterner, ForgottenPathsAreNeverReturned) {
   uint64_t stack[] = {0x20, 0x10};
   uint64_t before = interner.Intern(stack, 2, rec.Callback());
   interner.ForgetPaths();
-  uint64_t first = interner.Extend(0, 0x10, rec.Callback());
-  uint64_t after = interner.Extend(first, 0x20, rec.Callback());
+  uint64_t first = ExtendOne(&interner, 0, 0x10, rec);
+  uint64_t after = ExtendOne(&interner, first, 0x20, rec);
   EXPECT_GT(first, before);
   EXPECT_EQ(after, first + 1);
   EXPECT_EQ(rec.Unwind(after), (std::vector<uint64_t>{0x20, 0x10}));
