@@ -145,8 +145,10 @@ std::string EstimateNote(const Profile& p) {
 
 std::string RuntimeNote(const Profile& p) {
   const analyzer::Totals& t = p.totals;
-  return analyzer::FormatBytes(t.runtime_bytes) + " in " +
-         analyzer::FormatCounted(t.runtime_blocks, "block") +
+  const analyzer::ErrorScale errors{p.sample_rate};
+  return analyzer::FormatBytesEstimate(t.runtime_bytes, t.runtime_bytes_var, errors) + " in " +
+         analyzer::FormatCountedEstimate(t.runtime_blocks, t.runtime_blocks_var, errors,
+                                         "block") +
          " kept by the C/C++ runtime for the life of the process (not leaks)";
 }
 

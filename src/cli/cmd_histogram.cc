@@ -105,18 +105,26 @@ int Histogram(const HistogramOptions& o) {
   } else {
     PrintEstimateNote(p);
     PrintProgramEndNote(p);
+    const ErrorScale errors{p.sample_rate};
+    const Totals& t = p.totals;
     std::cout << "Allocation sizes up to " << p.SnapshotLabel() << ": "
-              << FormatCounted(p.totals.allocations, "allocation") << ", "
-              << FormatBytes(p.totals.allocated_bytes) << "\n";
-    PrintBuckets(p.size_histogram, ErrorScale{p.sample_rate});
+              << FormatCountedEstimate(t.allocations, t.allocations_var, errors, "allocation")
+              << ", " << FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors)
+              << "\n";
+    PrintBuckets(p.size_histogram, errors);
     for (size_t i = 0; i < sites.size(); ++i) {
       const auto& s = sites[i];
       std::string location = SourceLocation(s.site);
       std::cout << "\n#" << i + 1 << "  " << FunctionName(s.site)
                 << (location.empty() ? "" : "  " + location) << "  (" << ModuleName(s.site)
-                << "): " << FormatCounted(s.stats.allocations, "allocation") << ", "
-                << FormatBytes(s.stats.allocated_bytes) << "\n";
-      PrintBuckets(s.buckets, ErrorScale{p.sample_rate});
+                << "): "
+                << FormatCountedEstimate(s.stats.allocations, s.stats.allocations_var, errors,
+                                         "allocation")
+                << ", "
+                << FormatBytesEstimate(s.stats.allocated_bytes, s.stats.allocated_bytes_var,
+                                       errors)
+                << "\n";
+      PrintBuckets(s.buckets, errors);
     }
   }
   PrintWarnings(p, resolver);

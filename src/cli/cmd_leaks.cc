@@ -82,7 +82,9 @@ int Leaks(const LeaksOptions& o) {
     json.BeginObject();
     json.Field("stacks", suppressed.stacks);
     json.Field("bytes", suppressed.bytes);
+    WriteError(&json, "bytes", suppressed.bytes_var, false, errors);
     json.Field("blocks", suppressed.blocks);
+    WriteError(&json, "blocks", suppressed.blocks_var, true, errors);
     json.EndObject();
     WriteRuntimeJson(&json, p);
     json.Key("leaks");
@@ -118,14 +120,17 @@ int Leaks(const LeaksOptions& o) {
         table.AddColumn("", align);
       }
       for (const RuntimeShare& share : p.runtime) {
-        table.AddRow({FormatBytes(share.bytes), FormatCounted(share.blocks, "block"),
+        table.AddRow({FormatBytesEstimate(share.bytes, share.bytes_var, errors),
+                      FormatCountedEstimate(share.blocks, share.blocks_var, errors, "block"),
                       share.rule->what});
       }
       table.Print(std::cout);
     }
     if (suppressed.stacks) {
-      std::cout << "(suppressed: " << FormatBytes(suppressed.bytes) << " in "
-                << FormatCounted(suppressed.blocks, "block") << " from "
+      std::cout << "(suppressed: "
+                << FormatBytesEstimate(suppressed.bytes, suppressed.bytes_var, errors) << " in "
+                << FormatCountedEstimate(suppressed.blocks, suppressed.blocks_var, errors, "block")
+                << " from "
                 << FormatCounted(suppressed.stacks, "call stack") << ")\n";
     }
     for (size_t i = 0; i < leaks.size(); ++i) {
@@ -183,6 +188,7 @@ int Growth(const LeaksOptions& o) {
   if (!view.warning.empty()) p.warnings.push_back(view.warning);
   const std::vector<GrowingSite>& sites = view.growing;
   size_t site_count = view.site_count;
+  const ErrorScale errors{p.sample_rate};
   if (o.common.json) {
     JsonWriter json(std::cout);
     json.BeginObject();
@@ -196,6 +202,7 @@ int Growth(const LeaksOptions& o) {
       json.Field("time_s", c.at_seconds);
       if (c.before_seq) json.Field("seq", c.before_seq);
       json.Field("heap_bytes", c.heap_bytes);
+      WriteError(&json, "heap_bytes", c.heap_bytes_var, false, errors);
       json.EndObject();
     }
     json.EndArray();
@@ -207,11 +214,19 @@ int Growth(const LeaksOptions& o) {
       json.Key("site");
       WriteFrame(&json, g.site);
       json.Field("growth_bytes", g.Growth());
+      WriteError(&json, "growth_bytes", g.GrowthVariance(), false, errors);
       json.Key("bytes");
       json.BeginArray();
       for (uint64_t b : g.bytes) json.Uint(b);
       json.EndArray();
+      if (errors.sampled()) {
+        json.Key("bytes_error");
+        json.BeginArray();
+        for (uint64_t v : g.bytes_var) json.Double(errors.Bytes(v));
+        json.EndArray();
+      }
       json.Field("in_use_at_end", g.in_use_at_end);
+      WriteError(&json, "in_use_at_end", g.in_use_at_end_var, false, errors);
       WriteStack(&json, "stack", resolver.Frames(g.stack_id));
       json.EndObject();
     }
@@ -225,12 +240,13 @@ int Growth(const LeaksOptions& o) {
               << " up to " << p.SnapshotLabel() << ": " << site_count << "\n";
     for (size_t i = 0; i < sites.size(); ++i) {
       const auto& g = sites[i];
-      std::cout << "\n#" << i + 1 << "  +" << FormatBytes(g.Growth()) << " (";
+      std::cout << "\n#" << i + 1 << "  +"
+                << FormatBytesEstimate(g.Growth(), g.GrowthVariance(), errors) << " (";
       for (size_t c = 0; c < g.bytes.size(); ++c) {
-        std::cout << (c ? " -> " : "") << FormatBytes(g.bytes[c]);
+        std::cout << (c ? " -> " : "") << FormatBytesEstimate(g.bytes[c], g.bytes_var[c], errors);
       }
-      std::cout << "), " << FormatBytes(g.in_use_at_end) << " in use at " << p.SnapshotLabel()
-                << "\n";
+      std::cout << "), " << FormatBytesEstimate(g.in_use_at_end, g.in_use_at_end_var, errors)
+                << " in use at " << p.SnapshotLabel() << "\n";
       PrintStack(resolver, resolver.Frames(g.stack_id));
     }
     if (site_count > sites.size()) {

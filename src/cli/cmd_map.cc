@@ -41,6 +41,7 @@ int Map(const AnalysisOptions& o) {
     json.BeginObject();
     WriteCaptureJson(&json, p, resolver);
     json.Field("in_use_bytes", in_use);
+    WriteError(&json, "in_use_bytes", view.in_use_bytes_var, false, ErrorScale{p.sample_rate});
     json.Field("span_bytes", span);
     json.Field("used_share", UsedShare(in_use, span));
     json.Field("largest_gap", largest_gap);
@@ -74,7 +75,8 @@ int Map(const AnalysisOptions& o) {
                    "between); IN USE and BLOCKS are estimates of everything in them\n";
     }
     PrintProgramEndNote(p);
-    std::cout << "Address space in use at " << p.SnapshotLabel() << ": " << FormatBytes(in_use)
+    std::cout << "Address space in use at " << p.SnapshotLabel() << ": "
+              << FormatBytesEstimate(in_use, view.in_use_bytes_var, ErrorScale{p.sample_rate})
               << " in " << p.address_map.size() << " regions spanning " << FormatBytes(span)
               << " (" << FormatPercent(in_use, span) << " used); largest free gap inside a region "
               << FormatBytes(largest_gap);

@@ -75,13 +75,16 @@ void PrintCustomHeaps(const Profile& p, uint64_t anomalies, StackResolver* resol
       table.AddColumn(title, TextTable::kRight);
     }
     table.AddColumn("HEAP", TextTable::kLeft);
+    const ErrorScale errors{p.sample_rate};  // the backing memory's: the rest is exact
     for (const HeapFigures& h : p.heaps) {
       table.AddRow({FormatBytes(h.in_use_bytes), FormatCount(h.in_use_blocks),
                     FormatBytes(h.peak_bytes), FormatCount(h.allocations),
                     FormatBytes(h.allocated_bytes),
-                    h.backing_blocks ? FormatBytes(h.backing_bytes) + " in " +
-                                           FormatCount(h.backing_blocks)
-                                     : std::string("-"),
+                    h.backing_blocks
+                        ? FormatBytesEstimate(h.backing_bytes, h.backing_bytes_var, errors) +
+                              " in " +
+                              FormatCountEstimate(h.backing_blocks, h.backing_blocks_var, errors)
+                        : std::string("-"),
                     h.name + (h.destroyed ? " (destroyed)" : "")});
     }
     table.Print(std::cout);
@@ -193,15 +196,22 @@ int Summary(const SummaryOptions& o) {
     if (t.runtime_blocks) facts.AddRow({"runtime", RuntimeNote(p)});
     if (t.mapping_allocated_bytes || t.reserved_bytes) {  // the heap and the mappings apart
       std::string at = " in use at " + p.SnapshotLabel();
-      facts.AddRow({"heap", FormatBytes(t.heap_peak_bytes) + " at its own peak, " +
-                                FormatBytes(t.peak_bytes - t.mapping_at_peak_bytes) +
-                                " of the peak above, " +
-                                FormatBytes(t.in_use_bytes - t.mapping_in_use_bytes) + at +
-                                " (malloc family, Python's allocator)"});
+      // The mappings are recorded in full: the heap's part of a figure has the figure's error.
+      facts.AddRow(
+          {"heap",
+           FormatBytesEstimate(t.heap_peak_bytes, t.heap_peak_bytes_var, errors) +
+               " at its own peak, " +
+               FormatBytesEstimate(t.peak_bytes - t.mapping_at_peak_bytes, t.peak_bytes_var,
+                                   errors) +
+               " of the peak above, " +
+               FormatBytesEstimate(t.in_use_bytes - t.mapping_in_use_bytes, t.in_use_bytes_var,
+                                   errors) +
+               at + " (malloc family, Python's allocator)"});
       facts.AddRow({"mappings", FormatBytes(t.mapping_peak_bytes) + " at their own peak, " +
                                     FormatBytes(t.mapping_at_peak_bytes) + " of the peak above, " +
                                     FormatBytes(t.mapping_in_use_bytes) + at +
-                                    " (the program's anonymous mmap)"});
+                                    " (the program's anonymous mmap" +
+                                    (errors.sampled() ? ", recorded in full: exact)" : ")")});
       if (t.reserved_bytes) {
         facts.AddRow({"reserved", FormatBytes(t.reserved_bytes) + " of address space at " +
                                       p.SnapshotLabel() +
@@ -217,7 +227,8 @@ int Summary(const SummaryOptions& o) {
                                   FormatBytes(t.mimalloc_in_use_bytes) + " at exit"
                             : "pymalloc arenas " + FormatBytes(t.arena_peak_bytes) + " at most, " +
                                   FormatBytes(t.arena_in_use_bytes) + " at exit";
-      facts.AddRow({"python", FormatBytes(t.python_allocated_bytes) +
+      facts.AddRow({"python", FormatBytesEstimate(t.python_allocated_bytes,
+                                                  t.python_allocated_bytes_var, errors) +
                                   " of the allocated bytes through Python's allocator; " + own});
     }
     if (!p.heaps.empty() || !p.heap.empty()) {

@@ -28,7 +28,10 @@ struct TimelineOptions {
 void Draw(const Profile& p, int width, int height) {
   TimelineChart chart = BuildTimelineChart(p, width);
   std::cout << "Heap in use (#) and resident memory (.) over " << FormatSeconds(chart.duration)
-            << "; peak " << FormatBytes(p.totals.peak_bytes) << " at "
+            << "; peak "
+            << FormatBytesEstimate(p.totals.peak_bytes, p.totals.peak_bytes_var,
+                                   ErrorScale{p.sample_rate})
+            << " at "
             << FormatSeconds(chart.peak_seconds) << " (^)\n";
   for (int row = height; row >= 1; --row) {
     uint64_t level = chart.top * row / height;

@@ -118,8 +118,11 @@ int Top(const TopOptions& o) {
     if (group == GroupBy::kStack) {
       for (size_t i = 0; i < rows.size(); ++i) {
         uint64_t value = SortValue(rows[i].stats, sort);
+        uint64_t var = SortVariance(rows[i].stats, sort);
         std::cout << "\nstack #" << i + 1 << " ("
-                  << (sort == SortBy::kCount ? FormatCounted(value, "allocation") : FormatBytes(value))
+                  << (sort == SortBy::kCount
+                          ? FormatCountedEstimate(value, var, errors, "allocation")
+                          : FormatBytesEstimate(value, var, errors))
                   << "):\n";
         for (const SourceFrame* f : rows[i].stack) {
           std::cout << "    " << FunctionName(*f) << "  " << SourceLocation(*f) << "  ("

@@ -477,6 +477,28 @@ TEST(EventBatches, NeighboursReachEarlierChunksWhileTheirOriginIsRecent) {
   ExpectChunksDecode(payloads, chunks);
 }
 
+TEST(EventBatches, AnotherImagesAllocationIsNoNeighbour) {
+  // Thread 1 allocates A; a new program image (kProcess) starts the lists over; the thread
+  // allocates B, then C right behind A: A is not listed any more, so C is coded in full, never
+  // as a neighbour counted from where A's number was (that would name B, decoded at its end).
+  std::string payload;
+  RecordEncoder enc(&payload);
+  const std::vector<Event> events = {{0, EventKind::kMalloc, 0x1000, 100, 1, 1},
+                                     {1, EventKind::kMalloc, 0x9000, 100, 1, 1},
+                                     {2, EventKind::kMalloc, 0x1070, 40, 1, 1}};
+  enc.BeginEvents(1);
+  enc.AddEvent(events[0]);
+  enc.FinishEvents();
+  enc.Process({2, 0, 0, 0, "/bin/t2", {"t2"}, "0"});
+  const size_t second = payload.size();
+  enc.BeginEvents(1);
+  enc.AddEvent(events[1]);
+  enc.AddEvent(events[2]);
+  enc.FinishEvents();
+  EXPECT_EQ(SplitEvents(payload.substr(second)).neighbours, std::string("\x00\x00", 2));
+  ExpectSameEvents(Decode(payload), events);
+}
+
 // Three chunks: thread 1 allocates X, W and V in chunk 1; in chunk 2 it frees X (one chunk
 // back: 3 allocations back), allocates A right after (a delta from the batch's start: the
 // reference into chunk 1 left the chain alone), frees Z that thread 2 allocated (by address:

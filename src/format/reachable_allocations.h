@@ -24,6 +24,9 @@ class ReachableAllocations {
   // Allocations listed since the thread's first (Address(1) is the added()-th).
   uint64_t added() const { return end_; }
   bool empty() const { return end_ == begin_; }
+  // Numbers the allocations of a new list from n + 1 on (the writer's: so that they differ
+  // from every number an earlier list of the thread gave).
+  void StartAt(uint64_t n) { begin_ = end_ = current_ = n; }
   void Add(uint64_t address, uint64_t bytes, uint32_t origin) {
     if (size() == capacity()) Grow();
     const size_t at = static_cast<size_t>(end_++) & (capacity() - 1);
@@ -38,9 +41,10 @@ class ReachableAllocations {
   // Where the block after the back-th latest allocation would start, were glibc's malloc to
   // carve it right behind (its chunk: the size plus 8, rounded up to 16, at least 32; that is
   // 16 x ReuseClass up to 4096 bytes); 0 for a larger or unsized allocation (section 5).
-  uint64_t End(uint64_t back) const {
-    const uint16_t size_class = classes_[Slot(back)];
-    return size_class >= 2 && size_class <= kMaxNeighbourClass ? Address(back) + 16u * size_class : 0;
+  uint64_t End(uint64_t back) const { return EndAt(Address(back), classes_[Slot(back)]); }
+  // The same, of an allocation of `bytes` at `address` (0 for a release's size: unsized).
+  static uint64_t EndOf(uint64_t address, uint64_t bytes) {
+    return EndAt(address, ReuseClass(bytes));
   }
   // True when the back-th latest allocation was made in the current chunk.
   bool InCurrentChunk(uint64_t back) const { return end_ - back >= current_; }
@@ -73,6 +77,9 @@ class ReachableAllocations {
  private:
   // Rings (a power-of-two capacity, doubled when full): the allocations numbered begin_ to
   // end_ - 1 since the thread's first, oldest first; no entry moves as reach advances.
+  static uint64_t EndAt(uint64_t address, uint32_t size_class) {
+    return size_class >= 2 && size_class <= kMaxNeighbourClass ? address + 16u * size_class : 0;
+  }
   size_t capacity() const { return addresses_.size(); }
   size_t Slot(uint64_t back) const { return static_cast<size_t>(end_ - back) & (capacity() - 1); }
   void Grow() {

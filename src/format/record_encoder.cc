@@ -134,7 +134,9 @@ void RecordEncoder::BeginEvents(uint32_t thread) {
   last_address_ = 0;
   last_stack_ = 0;
   first_in_batch_ = true;
-  batch_allocations_ = &thread_allocations_[thread];  // stays valid: the map is node-based
+  auto [it, added] = thread_allocations_.try_emplace(thread);
+  if (added) it->second.StartAt(allocations_noted_);  // EndSlot's serials never repeat
+  batch_allocations_ = &it->second;  // stays valid: the map is node-based
 }
 
 uint64_t RecordEncoder::BackReference(uint64_t address) {
@@ -164,27 +166,32 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
 uint64_t RecordEncoder::Neighbour(uint64_t address, uint32_t* origin) {
   if (ends_.empty()) return 0;
   const ThreadAllocations& mine = *batch_allocations_;
-  const RecentSlot& slot = ends_[EndIndex(address)];
-  if (slot.serial == 0 || slot.thread != batches_.back().first) return 0;
-  uint64_t back = static_cast<uint32_t>(static_cast<uint32_t>(mine.added()) - slot.serial) + 1ull;
-  if (back > mine.size() || mine.End(back) != address) return 0;
-  if (chunk_ - mine.Origin(back) > kReuseOriginChunks) return 0;
-  *origin = mine.Origin(back);
+  const EndSlot& slot = ends_[EndIndex(address)];
+  // The slot's serial is the allocation's full number, so its fields are that allocation's
+  // as the list holds them, while the list still does (back within size()).
+  if (slot.end != address || slot.thread != batches_.back().first || slot.serial == 0) return 0;
+  const uint64_t back = mine.added() - slot.serial + 1;
+  if (back > mine.size() || chunk_ - slot.origin > kReuseOriginChunks) return 0;
+  *origin = slot.origin;
   return back;
 }
 
 void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t origin) {
   ThreadAllocations& mine = *batch_allocations_;
   mine.Add(address, size, origin);
+  ++allocations_noted_;
   if (address == 0) return;
   if (recent_.empty()) {
     recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
-    ends_.assign(size_t{1} << kEndBits, RecentSlot{0, 0});
+    ends_.assign(size_t{1} << kEndBits, EndSlot{0, 0, 0, 0});
   }
-  uint32_t serial = static_cast<uint32_t>(mine.added());
-  const RecentSlot slot{batches_.back().first, serial == 0 ? 1 : serial};
-  recent_[RecentIndex(address)] = slot;
-  if (uint64_t end = mine.End(1)) ends_[EndIndex(end)] = slot;
+  const uint32_t thread = batches_.back().first;
+  const uint64_t serial = mine.added();
+  const uint32_t low = static_cast<uint32_t>(serial);
+  recent_[RecentIndex(address)] = {thread, low == 0 ? 1 : low};
+  if (uint64_t end = ReachableAllocations::EndOf(address, size)) {
+    ends_[EndIndex(end)] = {end, serial, thread, origin};
+  }
 }
 
 void RecordEncoder::AddEvent(const Event& e) {
@@ -199,6 +206,9 @@ void RecordEncoder::AddEvent(const Event& e) {
   bool coded_in_full = true;
   bool moves_chain = true;
   if (AddressChain(e.kind) == 0) {
+    // Neighbour's slot, fetched while the reused blocks are searched (the table is too large
+    // to stay in the cache).
+    if (!ends_.empty()) __builtin_prefetch(&ends_[EndIndex(e.address)]);
     // A block freed earlier in this chunk, unless its address was coded in full too long ago.
     const uint32_t size_class = ReuseClass(size);
     ReusedBlocks::Block block{e.address, chunk_};

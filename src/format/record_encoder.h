@@ -72,6 +72,14 @@ class RecordEncoder {
     uint32_t serial;  // the allocation's number in its thread, added() (mod 2^32); 0: empty
   };
   static constexpr int kRecentBits = 13;
+  // Where a recent allocation ends, with all Neighbour needs to check and use it, so that a
+  // lookup reads this one slot and nothing of the thread's list (three more cache misses).
+  struct EndSlot {
+    uint64_t end;     // ReachableAllocations::End of the allocation
+    uint64_t serial;  // its number in its thread's list, added(), never reused; 0: empty
+    uint32_t thread;
+    uint32_t origin;  // the chunk that coded its address in full
+  };
 
   uint64_t BackReference(uint64_t address);  // 0: none
   uint64_t Neighbour(uint64_t address, uint32_t* origin);  // 0: none
@@ -83,7 +91,7 @@ class RecordEncoder {
     return static_cast<size_t>((RotateAddress(end) * 0x9e3779b97f4a7c15ULL) >> (64 - kEndBits));
   }
   // Where recent allocations end (ReachableAllocations::End), direct-mapped like recent_: an
-  // allocation made there names that one (Neighbour). 8 bytes x 2^kEndBits = 128 KiB: churn's
+  // allocation made there names that one (Neighbour). 24 bytes x 2^kEndBits = 384 KiB: churn's
   // neighbours are some 1,000 allocations back, up to its 4,096 live blocks.
   static constexpr int kEndBits = 14;
 
@@ -101,9 +109,10 @@ class RecordEncoder {
   bool batch_open_ = false;
   std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
   std::vector<size_t> block_starts_;
-  std::vector<RecentSlot> ends_;    // 2^kEndBits, or empty before the first allocation
+  std::vector<EndSlot> ends_;       // 2^kEndBits, or empty before the first allocation
   std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;
   uint64_t stack_nodes_ = 0;  // of the image so far
+  uint64_t allocations_noted_ = 0;  // by all threads: a new thread's list numbers from here
   uint32_t chunk_ = 0;        // chunks written so far (an address's origin is one of them)
   ThreadAllocations* batch_allocations_ = nullptr;  // the current batch's thread's
 };

@@ -47,6 +47,9 @@
     return (n > 0 ? '+' : n < 0 ? '-' : '') + fmtBytes(Math.abs(n));
   }
   function fmtCount(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
+  // A sampled figure's standard error as ' \u00b1...' (docs/sampling.md); '' where it has none.
+  function pmBytes(e) { return e === undefined ? '' : ' \u00b1' + fmtBytes(Math.round(e)); }
+  function pmCount(e) { return e === undefined ? '' : ' \u00b1' + fmtCount(Math.round(e)); }
   function fmtSec(s) { return (s === null ? 0 : s).toFixed(3) + ' s'; }
   function fmtPct(part, whole) { return (whole ? (100 * part / whole) : 0).toFixed(1) + '%'; }
   function baseName(path) { const i = path.lastIndexOf('/'); return i < 0 ? path : path.slice(i + 1); }
@@ -85,13 +88,14 @@
     // A sampled capture's figure with its standard error (FIELD_error), else the figure alone.
     const pm = (key, fmt) => (key in t ? ' \u00b1' + fmt(Math.round(t[key])) : '');
     card('In use at peak', fmtBytes(t.peak_bytes) + pm('peak_bytes_error', fmtBytes),
-      fmtCount(t.peak_bytes) + ' bytes, ' + fmtCount(t.peak_blocks) + ' blocks, at ' +
+      fmtCount(t.peak_bytes) + pm('peak_bytes_error', fmtCount) + ' bytes, ' +
+      fmtCount(t.peak_blocks) + pm('peak_blocks_error', fmtCount) + ' blocks, at ' +
       fmtSec(t.peak_time_s) +
       (t.mappings.at_peak_bytes ? ', ' + fmtBytes(t.mappings.at_peak_bytes) + ' mapped' : ''),
       { id: 'peak-value', title: fmtCount(t.peak_bytes) + ' bytes', data: { bytes: String(t.peak_bytes) } });
     card('In use at ' + c.snapshot.label, fmtBytes(t.in_use_at_exit_bytes) +
       pm('in_use_at_exit_bytes_error', fmtBytes),
-      fmtCount(t.in_use_at_exit_blocks) + ' blocks' +
+      fmtCount(t.in_use_at_exit_blocks) + pm('in_use_at_exit_blocks_error', fmtCount) + ' blocks' +
       (t.mappings.in_use_bytes ? ', ' + fmtBytes(t.mappings.in_use_bytes) + ' mapped' : '') +
       // A Python program's default "exit": the end of its own code (docs/python.md).
       (c.snapshot.spec === 'program-end' && c.snapshot.label === 'exit'
@@ -100,23 +104,27 @@
       { id: 'in-use-value', title: fmtCount(t.in_use_at_exit_bytes) + ' bytes',
         data: { bytes: String(t.in_use_at_exit_bytes) } });
     if (data.runtime.blocks) {  // not the program's (docs/runtime-allocations.md)
-      card('Kept by the runtime', fmtBytes(data.runtime.bytes),
-        fmtCount(data.runtime.blocks) + ' blocks the C/C++ runtime keeps for the life of the ' +
-        'process (not leaks): ' +
-        data.runtime.rules.map((r) => r.what + ' ' + fmtBytes(r.bytes)).join(', '),
+      const rt = data.runtime;
+      card('Kept by the runtime', fmtBytes(rt.bytes) + pmBytes(rt.bytes_error),
+        fmtCount(rt.blocks) + pmCount(rt.blocks_error) + ' blocks the C/C++ runtime keeps for ' +
+        'the life of the process (not leaks): ' +
+        rt.rules.map((r) => r.what + ' ' + fmtBytes(r.bytes) + pmBytes(r.bytes_error)).join(', '),
         { id: 'runtime-value', title: fmtCount(data.runtime.bytes) + ' bytes',
           data: { bytes: String(data.runtime.bytes) } });
     }
     card('Allocated', fmtBytes(t.allocated_bytes) + pm('allocated_bytes_error', fmtBytes),
       fmtCount(t.allocations) + pm('allocations_error', fmtCount) + ' allocations, ' +
-      fmtCount(t.frees) + ' frees', { title: fmtCount(t.allocated_bytes) + ' bytes' });
-    card('Temporary allocations', fmtCount(t.temporary), 'freed before the thread allocated again');
+      fmtCount(t.frees) + pm('frees_error', fmtCount) + ' frees',
+      { title: fmtCount(t.allocated_bytes) + ' bytes' });
+    card('Temporary allocations', fmtCount(t.temporary) + pm('temporary_error', fmtCount),
+      'freed before the thread allocated again');
     card('Duration', fmtSec(c.duration_s), (c.complete ? 'complete' : 'incomplete') +
       (c.end_reason ? ', ended by ' + c.end_reason : ''));
     card('Events', fmtCount(t.events), fmtCount(t.stacks) + ' stacks, ' +
       fmtCount(data.process.threads) + ' threads');
     if (t.python_allocated_bytes) {
-      card('Python allocator', fmtBytes(t.python_allocated_bytes),
+      card('Python allocator', fmtBytes(t.python_allocated_bytes) +
+        pm('python_allocated_bytes_error', fmtBytes),
         'allocated; ' + (t.mimalloc_mapped_peak_bytes  // free-threaded builds: mimalloc's arenas
           ? 'mimalloc mapped ' + fmtBytes(t.mimalloc_mapped_peak_bytes) + ' of address space at most'
           : 'pymalloc arenas peak ' + fmtBytes(t.pymalloc_arena_peak_bytes)));
@@ -139,7 +147,9 @@
   const trees = {};  // name -> root node, built on first use
   let nextNodeId = 0;
   function buildNode(a, parent, depth) {
-    const n = { f: a[0], v: a[1], s: a[2], parent, depth, id: nextNodeId++, children: [] };
+    // A sampled capture's node ends with the standard errors of its total and self (ve, se).
+    const n = { f: a[0], v: a[1], s: a[2], ve: a[4], se: a[5], parent, depth, id: nextNodeId++,
+      children: [] };
     if (parent && a[0] < 0) { n.other = a[2]; n.s = 0; }
     if (a.length > 3) for (const c of a[3]) n.children.push(buildNode(c, n, depth + 1));
     return n;
@@ -200,7 +210,7 @@
     const box = document.getElementById('flame-graph');
     const width = box.clientWidth || 1000;
     document.getElementById('flame-info').textContent =
-      TREES.find((t) => t[0] === flame.name)[1] + ': ' + fmtBytes(root.v) + ' in ' +
+      TREES.find((t) => t[0] === flame.name)[1] + ': ' + fmtBytes(root.v) + pmBytes(root.ve) + ' in ' +
       fmtCount(info.nodes) + ' nodes' + (info.threshold_bytes
         ? '; nodes under ' + fmtBytes(info.threshold_bytes) + ' (' + fmtPct(info.threshold_bytes, root.v) +
           ' of the total) are folded into "(other)"'
@@ -240,7 +250,8 @@
       const d = el('div', { class: className, data: { id: String(n.id), depth: String(n.depth) },
         title: (n.parent ? (n.f < 0 ? nodeLabel(n) + ', each under ' + fmtBytes(info.threshold_bytes)
                                      : frameTitle(n.f)) : 'all') +
-          '\n' + fmtBytes(n.v) + ' (' + fmtPct(n.v, root.v) + ')' + (n.s ? ', self ' + fmtBytes(n.s) : ''),
+          '\n' + fmtBytes(n.v) + pmBytes(n.ve) + ' (' + fmtPct(n.v, root.v) + ')' +
+          (n.s ? ', self ' + fmtBytes(n.s) + pmBytes(n.se) : ''),
         text: nodeLabel(n) });
       d.style.left = x + 'px';
       d.style.width = Math.max(w, 1) + 'px';
@@ -252,7 +263,8 @@
       });
       d.addEventListener('mouseenter', () => {
         document.getElementById('flame-hover').textContent = nodeLabel(n) + '  ' +
-          (n.f >= 0 ? frameLocation(n.f) + '  ' : '') + fmtBytes(n.v) + ' (' + fmtPct(n.v, root.v) + ')';
+          (n.f >= 0 ? frameLocation(n.f) + '  ' : '') + fmtBytes(n.v) + pmBytes(n.ve) + ' (' +
+          fmtPct(n.v, root.v) + ')';
       });
       frag.append(d);
     }
@@ -287,10 +299,23 @@
     for (let i = 0; i < cp.live.length; i += 2) m.set(cp.live[i], cp.live[i + 1]);
     return m;
   }
+  // A sampled capture: each site's standard error at the checkpoint (live_error), else empty.
+  function liveErrors(cp) {
+    const m = new Map();
+    const e = cp.live_error || [];
+    for (let i = 0; i < e.length; i += 2) m.set(e[i], e[i + 1]);
+    return m;
+  }
+  // The error of a change between two moments of one capture: at most sqrt(a^2 + b^2) (the
+  // blocks live at both cancel out of it exactly), given as that bound.
+  function pmChange(a, b) {
+    return a === undefined && b === undefined ? '' : pmBytes(Math.hypot(a || 0, b || 0));
+  }
   function showSnapshot(index) {
     const cp = CP[index];
     const view = document.getElementById('diff-view');
     const rows = [...liveMap(cp)].sort((a, b) => b[1] - a[1]).slice(0, 200);
+    const errors = liveErrors(cp);
     const table = el('table', { class: 'data', id: 'snapshot-table' },
       el('thead', null, el('tr', null, el('th', { text: 'Function' }), el('th', { text: 'Location' }),
         el('th', { class: 'num', text: 'In use' }), el('th', { class: 'num', text: 'Share' }))));
@@ -299,12 +324,13 @@
       const s = siteLabel(site);
       body.append(el('tr', { data: { site: String(site) } },
         el('td', { class: 'fn', title: s.title, text: s.name }), el('td', { text: s.loc }),
-        el('td', { class: 'num', title: fmtCount(bytes) + ' bytes', text: fmtBytes(bytes) }),
+        el('td', { class: 'num', title: fmtCount(bytes) + ' bytes',
+          text: fmtBytes(bytes) + pmBytes(errors.get(site)) }),
         el('td', { class: 'num', text: fmtPct(bytes, cp.heap_bytes) })));
     }
     table.append(body);
     view.replaceChildren(el('h3', { id: 'diff-title', text: 'In use at ' + fmtSec(cp.time_s) + ': ' +
-      fmtBytes(cp.heap_bytes) + ' (click a second moment for the diff)' }),
+      fmtBytes(cp.heap_bytes) + pmBytes(cp.heap_bytes_error) + ' (click a second moment for the diff)' }),
       el('div', { class: 'table-wrap' }, table));
   }
   function showDiff(fromIndex, toIndex) {
@@ -312,6 +338,8 @@
     const b = CP[toIndex];
     const before = liveMap(a);
     const after = liveMap(b);
+    const beforeErr = liveErrors(a);
+    const afterErr = liveErrors(b);
     const rows = [];
     for (const site of new Set([...before.keys(), ...after.keys()])) {
       const x = before.get(site) || 0;
@@ -329,14 +357,17 @@
       const s = siteLabel(site);
       body.append(el('tr', { data: { site: String(site) } },
         el('td', { class: 'fn', title: s.title, text: s.name }), el('td', { text: s.loc }),
-        el('td', { class: 'num', text: fmtBytes(x) }), el('td', { class: 'num', text: fmtBytes(y) }),
+        el('td', { class: 'num', text: fmtBytes(x) + pmBytes(beforeErr.get(site)) }),
+        el('td', { class: 'num', text: fmtBytes(y) + pmBytes(afterErr.get(site)) }),
         el('td', { class: 'num change ' + (d > 0 ? 'grow' : 'shrink'), title: (d > 0 ? '+' : '') + d + ' bytes',
-          text: fmtSigned(d) })));
+          text: fmtSigned(d) + pmChange(beforeErr.get(site), afterErr.get(site)) })));
     }
     table.append(body);
     view.replaceChildren(el('h3', { id: 'diff-title', text: 'From ' + fmtSec(a.time_s) + ' (' +
-      fmtBytes(a.heap_bytes) + ') to ' + fmtSec(b.time_s) + ' (' + fmtBytes(b.heap_bytes) + '): ' +
-      fmtSigned(b.heap_bytes - a.heap_bytes) + (rows.length ? '' : ', no site changed') }),
+      fmtBytes(a.heap_bytes) + pmBytes(a.heap_bytes_error) + ') to ' + fmtSec(b.time_s) + ' (' +
+      fmtBytes(b.heap_bytes) + pmBytes(b.heap_bytes_error) + '): ' +
+      fmtSigned(b.heap_bytes - a.heap_bytes) + pmChange(a.heap_bytes_error, b.heap_bytes_error) +
+      (rows.length ? '' : ', no site changed') }),
       el('div', { class: 'table-wrap' }, table));
     document.getElementById('diff-from').value = a.time_s.toFixed(3);
     document.getElementById('diff-to').value = b.time_s.toFixed(3);
@@ -386,7 +417,7 @@
     const right = X(peak.time_s) < W - R - 120;
     svg.append(svgEl('text', { x: X(peak.time_s) + (right ? 8 : -8), y: Y(peak.bytes) + 14,
       'text-anchor': right ? 'start' : 'end', class: 'axis peak-label', id: 'timeline-peak' },
-      'peak ' + fmtBytes(peak.bytes)));
+      'peak ' + fmtBytes(peak.bytes) + pmBytes(peak.bytes_error)));
     for (const cp of CP) {
       svg.append(svgEl('line', { x1: X(cp.time_s), x2: X(cp.time_s), y1: T + ph, y2: T + ph + 5, class: 'checkpoint-mark' }));
     }
@@ -560,11 +591,12 @@
     const maxCount = Math.max(1, ...hist.map((b) => b[0]));
     const maxBytes = Math.max(1, ...hist.map((b) => b[1]));
     const ph = H - T - B;
-    hist.forEach(([count, bytes], b) => {
+    hist.forEach(([count, bytes, countError, bytesError], b) => {
       const x = L + b * bw;
       const lo = b === 0 ? 0 : 2 ** b;
       const hi = 2 ** (b + 1) - 1;
-      const label = fmtBytes(lo) + ' - ' + fmtBytes(hi) + ': ' + fmtCount(count) + ' allocations, ' + fmtBytes(bytes);
+      const label = fmtBytes(lo) + ' - ' + fmtBytes(hi) + ': ' + fmtCount(count) + pmCount(countError) +
+        ' allocations, ' + fmtBytes(bytes) + pmBytes(bytesError);
       const hc = ph * count / maxCount;
       const hb = ph * bytes / maxBytes;
       const r1 = svgEl('rect', { x: x + 1, y: T + ph - hc, width: bw / 2 - 1, height: hc, class: 'bar' });
@@ -589,16 +621,16 @@
     const head = el('tr', null, ...['Range', 'Span', 'In use', 'Fill', 'Blocks', 'Largest gap', 'Kind', 'Mostly from']
       .map((t, i) => el('th', { class: i >= 1 && i <= 5 ? 'num' : '', text: t })));
     const body = el('tbody');
-    for (const [begin, end, inUse, blocks, gap, kind, frame] of m.regions) {
+    for (const [begin, end, inUse, blocks, gap, kind, frame, inUseError, blocksError] of m.regions) {
       const span = end - begin;
       const fill = el('span', { class: 'fill' });
       fill.style.width = Math.round(80 * Math.min(1, span ? inUse / span : 0)) + 'px';
       body.append(el('tr', null,
         el('td', { class: 'fn', text: '0x' + begin.toString(16) + ' - 0x' + end.toString(16) }),
         el('td', { class: 'num', text: fmtBytes(span) }),
-        el('td', { class: 'num', title: fmtCount(inUse) + ' bytes', text: fmtBytes(inUse) }),
+        el('td', { class: 'num', title: fmtCount(inUse) + ' bytes', text: fmtBytes(inUse) + pmBytes(inUseError) }),
         el('td', { class: 'num' }, el('span', { class: 'fill-wrap' }, fill), fmtPct(inUse, span)),
-        el('td', { class: 'num', text: fmtCount(blocks) }),
+        el('td', { class: 'num', text: fmtCount(blocks) + pmCount(blocksError) }),
         el('td', { class: 'num', text: fmtBytes(gap) }),
         el('td', { text: kind }),
         el('td', { class: 'fn', title: frameTitle(frame), text: frameName(frame) + ' ' + frameLocation(frame) })));

@@ -73,15 +73,20 @@ function assertClean(seen, url) {
   assert.deepEqual(seen.dialogs, [], 'a dialog opened');
 }
 
-// Drags (or clicks, when from == to) over the timeline at two moments, in seconds.
-async function timelineGesture(page, from, to, click) {
+// The timeline's length in seconds, the page x of a moment on it, and the page y of its middle.
+async function timelineCoordinates(page) {
   const svg = page.locator('#timeline-svg');
   const box = await svg.boundingBox();
   const attr = async (n) => Number(await svg.getAttribute(n));
   const [duration, left, width, full] = await Promise.all(
     ['data-duration', 'data-plot-left', 'data-plot-width', 'data-width'].map(attr));
   const x = (s) => box.x + (left + (s / duration) * width) / full * box.width;
-  const y = box.y + box.height / 2;
+  return { duration, x, y: box.y + box.height / 2 };
+}
+
+// Drags (or clicks, when from == to) over the timeline at two moments, in seconds.
+async function timelineGesture(page, from, to, click) {
+  const { x, y } = await timelineCoordinates(page);
   if (click) {
     await page.mouse.click(x(from), y);
     await page.waitForSelector('#snapshot-table');  // the first click shows its moment
@@ -257,4 +262,72 @@ test('the runtime\'s own blocks are shown apart from what the program left', asy
     /2 blocks the C\/C\+\+ runtime keeps for the life of the process \(not leaks\)/);
   assertClean(seen, url);
   await page.close();
+});
+
+// As the page formats bytes (report.js fmtBytes, format_units.cc).
+function fmtBytes(n) {
+  if (n < 1024) return n + ' B';
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  return v.toFixed(2) + ' ' + ['B', 'KiB', 'MiB', 'GiB', 'TiB'][u];
+}
+
+test('a sampled capture\'s figures carry their standard error on the flame graph, the timeline ' +
+     'and the checkpoints; a full capture\'s carry none', async () => {
+  const program = path.join(BUILD, 'tests', 'programs', 'estimate_errors');
+  const capture = path.join(work, 'estimates.mlens');
+  const html = path.join(work, 'estimates.html');
+  execFileSync(MEMLENS, ['run', '-o', capture, '--sample-rate', '524288', '--', program],
+    { cwd: work, env: { ...process.env, MEMLENS_SAMPLE_SEED: '20261126' },
+      stdio: ['ignore', 'pipe', 'pipe'] });
+  memlens('report', capture, '-o', html);
+  const t = JSON.parse(memlens('summary', capture, '--json')).totals;
+  const rows = JSON.parse(memlens('top', capture, '--json', '--by', 'function')).rows;
+  const small = rows.find((r) => r.site.function === 'small');
+  const pm = (error) => ' \u00b1' + fmtBytes(Math.round(error));
+  const { page, seen, url } = await open(html);
+
+  // The flame graph (peak memory): its total, a frame's tooltip and the hover line.
+  assert.ok((await page.locator('#flame-info').textContent()).startsWith(
+    'Peak memory: ' + fmtBytes(t.peak_bytes) + pm(t.peak_bytes_error) + ' in '));
+  const frame = page.locator('#flame-graph .fg-node', { hasText: /^small$/ });
+  assert.equal(await frame.count(), 1);
+  const smallPeak = fmtBytes(small.peak_bytes) + pm(small.peak_bytes_error);
+  assert.ok((await frame.getAttribute('title')).includes('\n' + smallPeak + ' ('),
+    await frame.getAttribute('title'));
+  await frame.hover();
+  assert.ok((await page.locator('#flame-hover').textContent()).includes(smallPeak));
+  // The timeline's peak label.
+  assert.equal(await page.locator('#timeline-peak').textContent(),
+    'peak ' + fmtBytes(t.peak_bytes) + pm(t.peak_bytes_error));
+
+  // A checkpoint at the end: every kept small block is live, with its error; then a diff from
+  // the start, whose changes carry theirs too.
+  const { duration, x, y } = await timelineCoordinates(page);
+  await page.mouse.click(x(duration * 0.98), y);
+  await page.waitForSelector('#snapshot-table');
+  assert.match(await page.locator('#diff-title').textContent(), / \u00b1\S+ \S+ \(click/);
+  const row = page.locator('#snapshot-table tbody tr', { has: page.locator('td.fn', { hasText: /^small$/ }) });
+  assert.equal(await row.count(), 1);
+  assert.equal((await row.locator('td.num').first().textContent()).trim(),
+    fmtBytes(small.leaked_bytes) + pm(small.leaked_bytes_error));
+  await page.mouse.click(x(duration * 0.02), y);
+  await page.waitForSelector('#diff-table');
+  // Both moments' heap and the change: three.
+  assert.equal((await page.locator('#diff-title').textContent()).split('\u00b1').length - 1, 3);
+  for (const cell of await page.locator('#diff-table td.change').allTextContents()) {
+    assert.match(cell, /^[+-]\S+ \S+ \u00b1\S+ \S+$/);
+  }
+  assertClean(seen, url);
+  await page.close();
+
+  // Full tracing: no \u00b1 anywhere, text or tooltips.
+  const plain = recordAndReport('estimates_full', [program]);
+  const opened = await open(plain.html);
+  const shown = await opened.page.evaluate(() => document.body.innerText +
+    [...document.querySelectorAll('[title]')].map((e) => e.title).join('\n'));
+  assert.ok(!shown.includes('\u00b1'), 'a full capture\'s report shows no \u00b1');
+  assertClean(opened.seen, opened.url);
+  await opened.page.close();
 });

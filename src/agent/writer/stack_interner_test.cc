@@ -23,6 +23,13 @@ struct Recorded {
   }
 };
 
+// One frame past node parent's path: the writer's walks, one step long.
+uint64_t ExtendOne(StackInterner* interner, uint64_t parent, uint64_t ip, Recorded& rec) {
+  uint64_t id = 0;
+  EXPECT_EQ(interner->ExtendPath(parent, &ip, 1, &id, rec.Callback()), id);
+  return id;
+}
+
 TEST(StackInterner, SharesPrefixesAndNumbersNodesInOrder) {
   StackInterner interner;
   Recorded rec;
@@ -69,7 +76,7 @@ TEST(StackInterner, ExtendingOneFrameAtATimeMatchesIntern) {
     for (int depth = 0; depth < 300; ++depth) {
       uint64_t ip = depth % 5 == 4 && round == 1 ? 0x2222 : 0x1111;
       path.push_back(ip);
-      id = interner.Extend(id, ip, rec.Callback());
+      id = ExtendOne(&interner, id, ip, rec);
       std::vector<uint64_t> innermost_first(path.rbegin(), path.rend());
       ASSERT_EQ(rec.Unwind(id), innermost_first);
       ASSERT_EQ(interner.Intern(innermost_first.data(), depth + 1, rec.Callback()), id);
@@ -82,6 +89,38 @@ TEST(StackInterner, ExtendingOneFrameAtATimeMatchesIntern) {
   EXPECT_EQ(interner.node_count(), 300u + 296u);  // round 1 left the chain at depth 4
 }
 
+TEST(StackInterner, ExtendingAPathAtOnceMatchesInternAcrossGrowth) {
+  // Paths longer than the frames fetched ahead at once, from points part way along earlier
+  // ones, over 20,000 nodes in all (the children's table grows many times, mid-path too): every id
+  // is the one Intern gives the same stack, and Unwind gives the path back.
+  StackInterner interner;
+  Recorded rec;
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> path, ids;  // outermost first
+  for (int round = 0; round < 3000; ++round) {
+    const size_t keep = path.empty() ? 0 : rng() % path.size();
+    path.resize(keep);
+    ids.resize(keep);
+    const size_t more = 1 + rng() % 40;
+    for (size_t i = 0; i < more; ++i) path.push_back(0x1000 + rng() % 4);
+    ids.resize(path.size());
+    const uint64_t from = keep ? ids[keep - 1] : 0;
+    const uint64_t id = interner.ExtendPath(from, path.data() + keep, more, ids.data() + keep,
+                                            rec.Callback());
+    ASSERT_EQ(id, ids.back());
+    for (size_t depth = keep; depth < path.size(); ++depth) {
+      std::vector<uint64_t> innermost_first(path.rend() - depth - 1, path.rend());
+      ASSERT_EQ(rec.Unwind(ids[depth]), innermost_first);
+      ASSERT_EQ(interner.Intern(innermost_first.data(), static_cast<int>(depth + 1),
+                                rec.Callback()),
+                ids[depth]);
+    }
+  }
+  EXPECT_GT(interner.node_count(), 20000u);
+  EXPECT_EQ(interner.node_count() + 1, rec.nodes.size());
+  EXPECT_EQ(interner.ExtendPath(7, nullptr, 0, nullptr, rec.Callback()), 7u);  // no frames
+}
+
 TEST(StackInterner, ForgottenPathsAreNeverReturned) {
   StackInterner interner;
   Recorded rec;
@@ -89,8 +128,8 @@ TEST(StackInterner, ForgottenPathsAreNeverReturned) {
   uint64_t stack[] = {0x20, 0x10};
   uint64_t before = interner.Intern(stack, 2, rec.Callback());
   interner.ForgetPaths();
-  uint64_t first = interner.Extend(0, 0x10, rec.Callback());
-  uint64_t after = interner.Extend(first, 0x20, rec.Callback());
+  uint64_t first = ExtendOne(&interner, 0, 0x10, rec);
+  uint64_t after = ExtendOne(&interner, first, 0x20, rec);
   EXPECT_GT(first, before);
   EXPECT_EQ(after, first + 1);
   EXPECT_EQ(rec.Unwind(after), (std::vector<uint64_t>{0x20, 0x10}));

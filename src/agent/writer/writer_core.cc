@@ -298,26 +298,19 @@ uint64_t Writer::InternStack(ThreadStacks* stacks, const RawEvent& raw) {
     std::vector<uint64_t>& nodes = stacks->merged_nodes;
     common = std::min(common, nodes.size());
     nodes.resize(n);
-    uint64_t id = common ? nodes[common - 1] : 0;
-    for (size_t i = common; i < n; ++i) {
-      id = interner_.Extend(id, merged[i], on_new_node);
-      nodes[i] = id;
-    }
-    return id;
+    const uint64_t id = common ? nodes[common - 1] : 0;
+    return interner_.ExtendPath(id, merged + common, n - common, nodes.data() + common,
+                                on_new_node);
   }
   // Any other stack: the merger's next `kept` would refer to a native stack it has not seen.
   stacks->merger.Forget();
   if (python <= 0 && plain) {
     // Only the frames past the part shared with the previous stack are looked up.
     const size_t known = stacks->nodes.size();
-    uint64_t id = known ? stacks->nodes.back() : 0;
+    const uint64_t id = known ? stacks->nodes.back() : 0;
     stacks->nodes.resize(frames.size());
-    uint64_t* nodes = stacks->nodes.data();
-    for (size_t i = known; i < frames.size(); ++i) {
-      id = interner_.Extend(id, frames[i], on_new_node);
-      nodes[i] = id;
-    }
-    return id;
+    return interner_.ExtendPath(id, frames.data() + known, frames.size() - known,
+                                stacks->nodes.data() + known, on_new_node);
   }
   frames_.clear();
   if (annotated) {

@@ -19,8 +19,12 @@ void WriteCustomHeapsJson(JsonWriter* json, const Profile& p, StackResolver* res
     json->Field("peak_time_s", p.SecondsAt(h.peak_seq));
     json->Field("in_use_bytes", h.in_use_bytes);
     json->Field("in_use_blocks", h.in_use_blocks);
+    // The custom heaps are recorded in full; their backing memory is the system heap's, an
+    // estimate in a sampled capture.
     json->Field("backing_bytes", h.backing_bytes);
+    WriteError(json, "backing_bytes", h.backing_bytes_var, false, ErrorScale{p.sample_rate});
     json->Field("backing_blocks", h.backing_blocks);
+    WriteError(json, "backing_blocks", h.backing_blocks_var, true, ErrorScale{p.sample_rate});
     json->Field("destroyed", h.destroyed);
     WriteStack(json, "created_at", resolver->Frames(h.create_stack));
     json->EndObject();

@@ -261,27 +261,38 @@ void WriteTotalsJson(JsonWriter* json, const Profile& p) {
   json->Field("stacks", static_cast<uint64_t>(p.stacks.size()));
   // The heap and the mappings apart: each one's own peak, its part of peak_bytes, of the bytes
   // in use at the snapshot and of the allocated bytes (each pair adds up to the total).
-  for (bool mappings : {false, true}) {
-    json->Key(mappings ? "mappings" : "heap");
-    json->BeginObject();
-    json->Field("peak_bytes", mappings ? t.mapping_peak_bytes : t.heap_peak_bytes);
-    json->Field("at_peak_bytes", mappings ? t.mapping_at_peak_bytes
-                                          : t.peak_bytes - t.mapping_at_peak_bytes);
-    json->Field("in_use_bytes", mappings ? t.mapping_in_use_bytes
-                                         : t.in_use_bytes - t.mapping_in_use_bytes);
-    json->Field("allocated_bytes", mappings ? t.mapping_allocated_bytes
-                                            : t.allocated_bytes - t.mapping_allocated_bytes);
-    if (mappings) json->Field("reserved_bytes", t.reserved_bytes);
-    json->EndObject();
-  }
+  // The mappings are recorded in full even in a sampled capture: exact, no error; the heap's
+  // part of a figure has the whole figure's error.
+  json->Key("heap");
+  json->BeginObject();
+  json->Field("peak_bytes", t.heap_peak_bytes);
+  WriteError(json, "peak_bytes", t.heap_peak_bytes_var, false, errors);
+  json->Field("at_peak_bytes", t.peak_bytes - t.mapping_at_peak_bytes);
+  WriteError(json, "at_peak_bytes", t.peak_bytes_var, false, errors);
+  json->Field("in_use_bytes", t.in_use_bytes - t.mapping_in_use_bytes);
+  WriteError(json, "in_use_bytes", t.in_use_bytes_var, false, errors);
+  json->Field("allocated_bytes", t.allocated_bytes - t.mapping_allocated_bytes);
+  WriteError(json, "allocated_bytes", t.allocated_bytes_var, false, errors);
+  json->EndObject();
+  json->Key("mappings");
+  json->BeginObject();
+  json->Field("peak_bytes", t.mapping_peak_bytes);
+  json->Field("at_peak_bytes", t.mapping_at_peak_bytes);
+  json->Field("in_use_bytes", t.mapping_in_use_bytes);
+  json->Field("allocated_bytes", t.mapping_allocated_bytes);
+  json->Field("reserved_bytes", t.reserved_bytes);
+  json->EndObject();
   json->EndObject();
 }
 
 void WriteRuntimeJson(JsonWriter* json, const Profile& p) {
+  const ErrorScale errors{p.sample_rate};
   json->Key("runtime");
   json->BeginObject();
   json->Field("bytes", p.totals.runtime_bytes);
+  WriteError(json, "bytes", p.totals.runtime_bytes_var, false, errors);
   json->Field("blocks", p.totals.runtime_blocks);
+  WriteError(json, "blocks", p.totals.runtime_blocks_var, true, errors);
   json->Field("stacks", static_cast<uint64_t>(p.runtime_stacks.size()));
   json->Key("rules");
   json->BeginArray();
@@ -290,7 +301,9 @@ void WriteRuntimeJson(JsonWriter* json, const Profile& p) {
     json->Field("rule", share.rule->name);
     json->Field("what", share.rule->what);
     json->Field("bytes", share.bytes);
+    WriteError(json, "bytes", share.bytes_var, false, errors);
     json->Field("blocks", share.blocks);
+    WriteError(json, "blocks", share.blocks_var, true, errors);
     json->Field("stacks", share.stacks);
     json->EndObject();
   }

@@ -59,23 +59,36 @@ class Tables {
 
 // --- flame trees -------------------------------------------------------------------------------
 
-void WriteTreeNode(JsonWriter* json, const TreeNode& n, Tables* tables, bool root) {
-  // [frame, total, self, children?]; an "(other)" node is [-1, total, folded children].
+void WriteTreeNode(JsonWriter* json, const TreeNode& n, Tables* tables, bool root,
+                   ErrorScale errors) {
+  // [frame, total, self, children?]; an "(other)" node is [-1, total, folded children]. A
+  // sampled capture's nodes always have their children (maybe []), then the standard errors
+  // of total and self: [frame, total, self, children, total_error, self_error], and
+  // [-1, total, folded children, [], total_error].
   json->BeginArray();
   json->Int(root ? -1 : tables->Frame(n.frame));
   json->Uint(n.total);
   json->Uint(n.self);
-  if (!n.children.empty() || n.pruned_children) {
+  if (!n.children.empty() || n.pruned_children || errors.sampled()) {
     json->BeginArray();
-    for (const auto& c : n.children) WriteTreeNode(json, *c, tables, false);
+    for (const auto& c : n.children) WriteTreeNode(json, *c, tables, false, errors);
     if (n.pruned_children) {
       json->BeginArray();
       json->Int(-1);
       json->Uint(n.pruned_total);
       json->Uint(n.pruned_children);
+      if (errors.sampled()) {
+        json->BeginArray();
+        json->EndArray();
+        json->Double(errors.Bytes(n.pruned_total_var));
+      }
       json->EndArray();
     }
     json->EndArray();
+  }
+  if (errors.sampled()) {
+    json->Double(errors.Bytes(n.total_var));
+    json->Double(errors.Bytes(n.self_var));
   }
   json->EndArray();
 }
@@ -89,7 +102,7 @@ void WriteTree(JsonWriter* json, const Profile& profile, StackResolver* resolver
   json->Field("threshold_bytes", threshold);  // nodes below this were folded into "(other)"
   json->Field("nodes", static_cast<uint64_t>(CountNodes(*root)));
   json->Key("root");
-  WriteTreeNode(json, *root, tables, true);
+  WriteTreeNode(json, *root, tables, true, ErrorScale{profile.sample_rate});
   json->EndObject();
 }
 
@@ -161,17 +174,25 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
 
   // Sites by line: the TopX rows, the checkpoints and the address map refer to them.
   LineSites index(p, resolver);
-  std::vector<std::vector<std::pair<size_t, uint64_t>>> checkpoint_live;
+  // Per site: bytes and their variance (a sampled capture's).
+  using SiteLive = std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>>;
+  std::vector<SiteLive> checkpoint_live;
   std::vector<uint64_t> max_live;
   for (const Checkpoint& c : p.checkpoints) {
-    std::unordered_map<size_t, uint64_t> by_site;
-    for (const auto& [stack, live] : c.live) by_site[index.Of(stack)] += live.first;
+    std::unordered_map<size_t, std::pair<uint64_t, uint64_t>> by_site;
+    for (const auto& [stack, live] : c.live) {
+      auto& [bytes, var] = by_site[index.Of(stack)];
+      bytes += live.bytes;
+      var += live.bytes_var;
+    }
     checkpoint_live.emplace_back(by_site.begin(), by_site.end());
   }
   const std::vector<LineSite>& sites = index.sites();
   max_live.assign(sites.size(), 0);
   for (const auto& live : checkpoint_live) {
-    for (const auto& [site, bytes] : live) max_live[site] = std::max(max_live[site], bytes);
+    for (const auto& [site, figures] : live) {
+      max_live[site] = std::max(max_live[site], figures.first);
+    }
   }
   for (size_t s = 0; s < sites.size(); ++s) {
     max_live[s] = std::max(max_live[s], sites[s].stats.in_use_bytes);
@@ -262,43 +283,63 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   // Checkpoints: live bytes per site at moments spread over the capture, then the snapshot.
   json.Key("checkpoints");
   json.BeginArray();
-  auto write_checkpoint = [&](double seconds, uint64_t heap,
-                              const std::vector<std::pair<size_t, uint64_t>>& live) {
+  // A sampled capture: heap_bytes_error, and live_error: [site, error, ...] in live's order.
+  auto write_checkpoint = [&](double seconds, uint64_t heap, uint64_t heap_var,
+                              const SiteLive& live) {
     json.BeginObject();
     json.Field("time_s", seconds);
     json.Field("heap_bytes", heap);
-    json.Key("live");  // [site, bytes, site, bytes, ...]; site -1 gathers the unlisted ones
-    json.BeginArray();
-    uint64_t other = 0;
-    for (const auto& [site, bytes] : live) {
-      if (!bytes) continue;
+    WriteError(&json, "heap_bytes", heap_var, false, errors);
+    std::vector<std::pair<int64_t, std::pair<uint64_t, uint64_t>>> rows;
+    std::pair<uint64_t, uint64_t> other{0, 0};
+    for (const auto& [site, figures] : live) {
+      if (!figures.first) continue;
       if (in_checkpoints[site]) {
-        json.Int(site_number[site]);
-        json.Uint(bytes);
+        rows.push_back({site_number[site], figures});
       } else {
-        other += bytes;
+        other.first += figures.first;
+        other.second += figures.second;
       }
     }
-    if (other) {
-      json.Int(-1);
-      json.Uint(other);
+    if (other.first) rows.push_back({-1, other});
+    json.Key("live");  // [site, bytes, site, bytes, ...]; site -1 gathers the unlisted ones
+    json.BeginArray();
+    for (const auto& [site, figures] : rows) {
+      json.Int(site);
+      json.Uint(figures.first);
     }
     json.EndArray();
+    if (errors.sampled()) {
+      json.Key("live_error");
+      json.BeginArray();
+      for (const auto& [site, figures] : rows) {
+        json.Int(site);
+        json.Double(errors.Bytes(figures.second));
+      }
+      json.EndArray();
+    }
     json.EndObject();
   };
   for (size_t k = 0; k < p.checkpoints.size(); ++k) {
-    write_checkpoint(p.checkpoints[k].at_seconds, p.checkpoints[k].heap_bytes, checkpoint_live[k]);
+    const Checkpoint& c = p.checkpoints[k];
+    write_checkpoint(c.at_seconds, c.heap_bytes, c.heap_bytes_var, checkpoint_live[k]);
   }
   {  // memory in use, as at the other checkpoints: the runtime's blocks included
-    std::vector<uint64_t> bytes(sites.size());
-    for (size_t s = 0; s < sites.size(); ++s) bytes[s] = sites[s].stats.in_use_bytes;
-    // Each runtime stack is one of p.stacks (SetRuntimeApart): Of() finds its site, adds none.
-    for (const auto& [stack, live] : p.runtime_stacks) bytes[index.Of(stack)] += live.first;
-    std::vector<std::pair<size_t, uint64_t>> live;
+    std::vector<std::pair<uint64_t, uint64_t>> figures(sites.size());
     for (size_t s = 0; s < sites.size(); ++s) {
-      if (bytes[s]) live.push_back({s, bytes[s]});
+      figures[s] = {sites[s].stats.in_use_bytes, sites[s].stats.in_use_bytes_var};
     }
-    write_checkpoint(p.snapshot_seconds, p.totals.in_use_bytes + p.totals.runtime_bytes, live);
+    // Each runtime stack is one of p.stacks (SetRuntimeApart): Of() finds its site, adds none.
+    for (const auto& [stack, live] : p.runtime_stacks) {
+      figures[index.Of(stack)].first += live.bytes;
+      figures[index.Of(stack)].second += live.bytes_var;
+    }
+    SiteLive live;
+    for (size_t s = 0; s < sites.size(); ++s) {
+      if (figures[s].first) live.push_back({s, figures[s]});
+    }
+    write_checkpoint(p.snapshot_seconds, p.totals.in_use_bytes + p.totals.runtime_bytes,
+                     p.totals.in_use_bytes_var + p.totals.runtime_bytes_var, live);
   }
   json.EndArray();
 
@@ -315,6 +356,7 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.BeginObject();
   json.Field("time_s", p.SecondsAt(p.totals.peak_seq));
   json.Field("bytes", p.totals.peak_bytes);
+  WriteError(&json, "bytes", p.totals.peak_bytes_var, false, errors);
   json.EndObject();
   // The program's markers and snapshot requests: [seconds, label, snapshot (0/1)], every k-th
   // when there are more than the limit (a marker per frame of a long run).
@@ -338,12 +380,17 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   for (size_t b = 0; b < p.size_histogram.size(); ++b) {
     if (p.size_histogram[b].count) used = b + 1;
   }
-  json.Key("size_histogram");
+  json.Key("size_histogram");  // a sampled capture: [count, bytes, count_error, bytes_error]
   json.BeginArray();
   for (size_t b = 0; b < used; ++b) {
+    const SizeBucket& bucket = p.size_histogram[b];
     json.BeginArray();
-    json.Uint(p.size_histogram[b].count);
-    json.Uint(p.size_histogram[b].bytes);
+    json.Uint(bucket.count);
+    json.Uint(bucket.bytes);
+    if (errors.sampled()) {
+      json.Double(errors.Blocks(bucket.count_var));
+      json.Double(errors.Bytes(bucket.bytes_var));
+    }
     json.EndArray();
   }
   json.EndArray();
@@ -360,7 +407,9 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.Key("address_map");
   json.BeginObject();
   json.Field("regions_total", static_cast<uint64_t>(p.address_map.size()));
-  json.Key("regions");  // [begin, end, in_use_bytes, blocks, largest_gap, kind, site frame]
+  // [begin, end, in_use_bytes, blocks, largest_gap, kind, site frame], and in a sampled
+  // capture in_use_bytes_error, blocks_error.
+  json.Key("regions");
   json.BeginArray();
   for (const AddressRegion* r : regions) {
     json.BeginArray();
@@ -371,6 +420,10 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
     json.Uint(r->largest_gap);
     json.String(RegionKindName(r->kind));
     json.Int(tables.Frame(sites[index.Of(r->top_stack)].frame));
+    if (errors.sampled()) {
+      json.Double(errors.Bytes(r->in_use_bytes_var));
+      json.Double(errors.Blocks(r->blocks_var));
+    }
     json.EndArray();
   }
   json.EndArray();

@@ -37,9 +37,13 @@ struct HeapFigures {
   uint64_t peak_seq = 0;
   bool destroyed = false;
   // The system heap's blocks and mappings that hold this heap's blocks in use at the snapshot:
-  // its backing memory, already part of the system heap's figures.
+  // its backing memory, already part of the system heap's figures. In a sampled capture an
+  // estimate, as the system heap's figures are (of the recorded blocks, each weighted), with
+  // its variances (stats.h, ErrorScale).
   uint64_t backing_bytes = 0;
   uint64_t backing_blocks = 0;
+  uint64_t backing_bytes_var = 0;
+  uint64_t backing_blocks_var = 0;
 };
 
 struct Anomaly {

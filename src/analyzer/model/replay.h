@@ -57,13 +57,24 @@ inline int SizeBucketOf(uint64_t size) {
 }
 using SizeHistogram = std::vector<SizeBucket>;  // kSizeBuckets entries
 
+// What one stack holds live at a moment: bytes, whole blocks and, in a sampled capture, their
+// variances (stats.h, ErrorScale).
+struct LiveFigures {
+  uint64_t bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t bytes_var = 0;
+  uint64_t blocks_var = 0;
+  bool operator==(const LiveFigures&) const = default;
+};
+
 // What was live per stack at a moment, taken in the same pass as everything else.
 struct Checkpoint {
   double seconds = 0;     // asked for (for a checkpoint at a sequence number: at_seconds)
   uint64_t before_seq = 0;  // a checkpoint at a sequence number: taken just before it
   double at_seconds = 0;  // the time mark it was taken at
   uint64_t heap_bytes = 0;
-  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // stack -> bytes, blocks
+  uint64_t heap_bytes_var = 0;
+  std::unordered_map<uint64_t, LiveFigures> live;  // by stack
 };
 
 // A stretch of address space holding live blocks, none of its gaps over 1 MiB.
@@ -136,6 +147,7 @@ struct RuntimeRule;
 struct RuntimeShare {
   const RuntimeRule* rule = nullptr;  // one of RuntimeRules()
   uint64_t stacks = 0, bytes = 0, blocks = 0;
+  uint64_t bytes_var = 0, blocks_var = 0;  // a sampled capture (stats.h, ErrorScale)
 };
 
 struct StackNode {
@@ -199,7 +211,7 @@ struct Profile {
   // Set by SetRuntimeApart: the runtime's blocks in use at the snapshot, by rule (in the
   // rules' order, those with blocks) and by stack (bytes, blocks; their StackStats say 0).
   std::vector<RuntimeShare> runtime;
-  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> runtime_stacks;
+  std::unordered_map<uint64_t, LiveFigures> runtime_stacks;
   uint64_t anomaly_counts[Anomaly::kKinds] = {};
   const std::string& StringOf(uint64_t id) const;
   std::string HeapDisplayName() const { return heap.empty() ? "system" : heap; }

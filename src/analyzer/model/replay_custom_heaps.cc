@@ -68,24 +68,37 @@ void Replayer::OnApiEvent(const format::Event& e) {
 // Each custom heap's backing memory at the snapshot: the system heap's blocks and mappings that
 // hold its blocks in use.
 void Replayer::FindBackingMemory() {
-  std::vector<std::pair<uint64_t, uint64_t>> system;  // (start, end), by start
-  heap_.ForEach([&](uint64_t a, const LiveBlock& b) { system.push_back({a, a + b.size}); });
-  for (const auto& [start, region] : mappings_) {
-    if (region.counted) system.push_back({start, region.end});
+  struct SystemBlock {
+    uint64_t start, end;
+    Weight w;  // what it stands for: a sampled capture's heap blocks are estimates
+    bool operator<(const SystemBlock& o) const { return start < o.start; }
+  };
+  std::vector<SystemBlock> system;  // by start
+  heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
+    system.push_back({a, a + b.size, HeapWeight(b.size)});
+  });
+  for (const auto& [start, region] : mappings_) {  // recorded in full
+    if (region.counted) system.push_back({start, region.end, {region.end - start, kCountUnit}});
   }
   std::sort(system.begin(), system.end());
   std::set<std::pair<uint32_t, size_t>> backing;  // (heap, index in system)
   custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t address, const LiveBlock&) {
-    auto it = std::upper_bound(system.begin(), system.end(), std::make_pair(address, UINT64_MAX));
+    auto it = std::upper_bound(system.begin(), system.end(), address,
+                               [](uint64_t a, const SystemBlock& b) { return a < b.start; });
     if (it == system.begin()) return;
     --it;
-    if (address < it->second) backing.insert({heap, static_cast<size_t>(it - system.begin())});
+    if (address < it->end) backing.insert({heap, static_cast<size_t>(it - system.begin())});
   });
   for (HeapFigures& f : p_->heaps) {
+    uint64_t units = 0;
     for (auto it = backing.lower_bound({f.id, 0}); it != backing.end() && it->first == f.id; ++it) {
-      f.backing_bytes += system[it->second].second - system[it->second].first;
-      f.backing_blocks += 1;
+      const Weight& w = system[it->second].w;
+      f.backing_bytes += w.bytes;
+      units += w.count;
+      f.backing_bytes_var += w.bytes_var;
+      f.backing_blocks_var += w.count_var;
     }
+    f.backing_blocks = WholeBlocks(units);
   }
 }
 

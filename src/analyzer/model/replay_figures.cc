@@ -48,8 +48,10 @@ void Checkpoints::TakeOne(double seconds, double at_seconds, uint64_t before_seq
   c.at_seconds = at_seconds;
   c.before_seq = before_seq;
   c.heap_bytes = live_bytes;
-  live([&c](uint64_t stack, uint64_t bytes, uint64_t units) {
-    c.live[stack] = {bytes, WholeBlocks(units)};
+  live([&c](uint64_t stack, const StackStats& s) {
+    c.live[stack] = {s.in_use_bytes, WholeBlocks(s.in_use_blocks), s.in_use_bytes_var,
+                     s.in_use_blocks_var};
+    c.heap_bytes_var += s.in_use_bytes_var;
   });
   p->checkpoints.push_back(std::move(c));
 }

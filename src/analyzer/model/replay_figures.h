@@ -68,8 +68,9 @@ class Timeline {
 // taken at the first time mark past them, and sequence numbers (markers), just before them.
 class Checkpoints {
  public:
-  // Calls fn(stack, bytes, blocks in kCountUnit) for each stack with live blocks.
-  using LiveSet = std::function<void(const std::function<void(uint64_t, uint64_t, uint64_t)>&)>;
+  // Calls fn(stack, its figures: blocks in kCountUnit) for each stack with live blocks.
+  using LiveSet =
+      std::function<void(const std::function<void(uint64_t, const StackStats&)>&)>;
   explicit Checkpoints(const ReplayOptions& options)
       : seconds_(options.checkpoint_seconds), seqs_(options.checkpoint_seqs) {}
   void OnTimeMark(const format::TimeRecord& r);

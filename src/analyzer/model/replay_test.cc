@@ -229,10 +229,10 @@ TEST(Replay, TemporariesHistogramCheckpointsAndAddressMap) {
 
   ASSERT_EQ(p.checkpoints.size(), 2u);
   EXPECT_EQ(p.checkpoints[0].heap_bytes, 100u);  // at the 1 s mark: only the kept block
-  EXPECT_EQ(p.checkpoints[0].live.at(1), (std::pair<uint64_t, uint64_t>{100, 1}));
+  EXPECT_EQ(p.checkpoints[0].live.at(1), (LiveFigures{100, 1}));
   EXPECT_EQ(p.checkpoints[0].live.count(2), 0u);
   EXPECT_EQ(p.checkpoints[1].heap_bytes, 5100u);
-  EXPECT_EQ(p.checkpoints[1].live.at(3).first, 5000u);
+  EXPECT_EQ(p.checkpoints[1].live.at(3).bytes, 5000u);
 
   ASSERT_EQ(p.address_map.size(), 2u);
   EXPECT_EQ(p.address_map[0].begin, 0x100000u);
@@ -356,6 +356,42 @@ TEST(Replay, SampledFiguresCarryTheirVariance) {
   // 1,582 bytes ±960 (61%); one of 10 bytes stands for ~100 blocks ±100.
   EXPECT_GT(e.Blocks(two.allocations_var), 99.0);
   EXPECT_GT(e.Bytes(one.in_use_bytes_var), 0.6 * 1000 / Chance(1000, kRate));
+}
+
+// The heap's own peak and the checkpoints carry their variances too.
+TEST(Replay, SampledHeapPeakAndCheckpointsCarryTheirVariance) {
+  constexpr double kRate = 1000;
+  CaptureBuilder b(1000);
+  format::RecordEncoder& enc = b.encoder();
+  b.Add(EventKind::kMalloc, 0xa0, 1000, 1);
+  b.Add(EventKind::kMalloc, 0xb0, 3000, 2);     // the heap's own peak: both blocks
+  enc.Time({1'000'000'000, 2});                  // 1 s: a checkpoint holds both
+  b.Add(EventKind::kFree, 0xb0);
+  b.Add(EventKind::kMmap, 0x100000, 1 << 20, 3);  // the whole peak: 0xa0 and the mapping
+  enc.Time({2'000'000'000, 4});
+  std::string path = Save(b.File(true));
+  Profile p;
+  std::string error;
+  ReplayOptions options;
+  options.checkpoint_seconds = {0.5, 1.5};
+  ASSERT_TRUE(LoadProfile(path, SnapshotSpec{}, options, &p, &error)) << error;
+  std::remove(path.c_str());
+  const ErrorScale e{p.sample_rate};
+  auto near = [](double se, double variance) {
+    EXPECT_NEAR(se, std::sqrt(variance), std::sqrt(variance) * 1e-3 + 0.1) << variance;
+  };
+  const double b1000 = BytesVariance(1000, kRate), b3000 = BytesVariance(3000, kRate);
+  EXPECT_EQ(p.totals.heap_peak_bytes, std::llround(1000 / Chance(1000, kRate)) +
+                                          std::llround(3000 / Chance(3000, kRate)));
+  near(e.Bytes(p.totals.heap_peak_bytes_var), b1000 + b3000);
+  near(e.Bytes(p.totals.peak_bytes_var), b1000);  // the mapping is exact
+  ASSERT_EQ(p.checkpoints.size(), 2u);
+  near(e.Bytes(p.checkpoints[0].heap_bytes_var), b1000 + b3000);
+  near(e.Bytes(p.checkpoints[0].live.at(2).bytes_var), b3000);
+  near(e.Blocks(p.checkpoints[0].live.at(2).blocks_var), BlocksVariance(3000, kRate));
+  near(e.Bytes(p.checkpoints[1].heap_bytes_var), b1000);
+  EXPECT_EQ(p.checkpoints[1].live.count(2), 0u);
+  EXPECT_EQ(p.checkpoints[1].live.at(3).bytes_var, 0u);
 }
 
 TEST(Replay, FullCapturesHaveNoVariance) {

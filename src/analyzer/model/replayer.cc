@@ -229,7 +229,10 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
       p_->totals.python_allocated_bytes += w.bytes;
     }
     uint64_t heap = live_bytes_ - mapping_live_bytes_;
-    p_->totals.heap_peak_bytes = std::max(p_->totals.heap_peak_bytes, heap);
+    if (heap > p_->totals.heap_peak_bytes) {
+      p_->totals.heap_peak_bytes = heap;
+      p_->totals.heap_peak_bytes_var = live_bytes_var_;  // the mappings' share is exact
+    }
   }
   if (!options_.leave_out_python_file.empty() && LeftOut(stack)) left_out_bytes_ += w.bytes;
   window_peak_ = std::max(window_peak_, WindowBytes());
@@ -281,7 +284,7 @@ bool Replayer::LeftOut(uint64_t stack) {
 void Replayer::TakeCheckpoints(uint64_t before_seq) {
   checkpoints_.Take(before_seq, live_bytes_, [this](const auto& f) {
     ForEachState([&f](uint64_t stack, const StackState& s) {
-      if (s.stats.in_use_blocks) f(stack, s.stats.in_use_bytes, s.stats.in_use_blocks);
+      if (s.stats.in_use_blocks) f(stack, s.stats);
     });
   }, p_);
 }

@@ -158,9 +158,14 @@ void SetRuntimeApart(StackResolver* resolver, Profile* p) {
     share.stacks += 1;
     share.bytes += stats.in_use_bytes;
     share.blocks += stats.in_use_blocks;
-    p->runtime_stacks[stack_id] = {stats.in_use_bytes, stats.in_use_blocks};
+    share.bytes_var += stats.in_use_bytes_var;
+    share.blocks_var += stats.in_use_blocks_var;
+    p->runtime_stacks[stack_id] = {stats.in_use_bytes, stats.in_use_blocks,
+                                   stats.in_use_bytes_var, stats.in_use_blocks_var};
     t.runtime_bytes += stats.in_use_bytes;
     t.runtime_blocks += stats.in_use_blocks;
+    t.runtime_bytes_var += stats.in_use_bytes_var;
+    t.runtime_blocks_var += stats.in_use_blocks_var;
     t.in_use_bytes -= std::min(t.in_use_bytes, stats.in_use_bytes);
     t.in_use_blocks -= std::min(t.in_use_blocks, stats.in_use_blocks);
     t.mapping_in_use_bytes -= std::min(t.mapping_in_use_bytes, stats.mapping_in_use_bytes);

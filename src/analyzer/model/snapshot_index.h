@@ -24,7 +24,7 @@
 namespace memlens::analyzer {
 
 // Bump whenever the replay's saved state (Replayer::SaveState) changes shape or meaning.
-inline constexpr uint32_t kIndexVersion = 8;
+inline constexpr uint32_t kIndexVersion = 9;
 
 // What identifies the capture an index was made from. Size and mtime alone may match a capture
 // recorded again in its place (an mtime is only as fine as the kernel's clock tick); the first

@@ -96,6 +96,7 @@ void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* 
   // Each one's own peak is not per stack: its part of the kept stacks' peak, as peak_bytes is.
   t.mapping_peak_bytes = sum.mapping_peak_bytes;
   t.heap_peak_bytes = sum.peak_bytes - sum.mapping_peak_bytes;
+  t.heap_peak_bytes_var = sum.peak_bytes_var;  // the mappings' share is exact
   if (per_stack_sizes) p->size_histogram.assign(kSizeBuckets, SizeBucket{});
   for (const auto& [id, h] : p->stack_size_histograms) {
     for (size_t b = 0; b < h.size() && b < p->size_histogram.size(); ++b) {
@@ -106,8 +107,11 @@ void FilterProfile(const StackFilter& filter, StackResolver* resolver, Profile* 
     }
   }
   for (Checkpoint& c : p->checkpoints) {
-    c.heap_bytes = 0;
-    for (const auto& [id, live] : c.live) c.heap_bytes += live.first;
+    c.heap_bytes = c.heap_bytes_var = 0;
+    for (const auto& [id, live] : c.live) {
+      c.heap_bytes += live.bytes;
+      c.heap_bytes_var += live.bytes_var;
+    }
   }
 }
 

@@ -182,6 +182,11 @@ struct Totals {
   uint64_t in_use_blocks_var = 0;
   uint64_t python_allocated_bytes_var = 0;
   uint64_t temporary_var = 0;
+  uint64_t runtime_bytes_var = 0;
+  uint64_t runtime_blocks_var = 0;
+  // The heap's own peak: the variance of the heap's bytes in use when it was reached (the
+  // mappings are recorded in full, so the heap's part of any figure has the figure's variance).
+  uint64_t heap_peak_bytes_var = 0;
 };
 
 // One field of Totals. json_key: its name in the "totals" object of the JSON output, "" for
@@ -240,6 +245,9 @@ inline constexpr TotalsField kTotalsFields[] = {
     {&Totals::in_use_blocks_var, "", false, false, &StackStats::in_use_blocks_var},
     {&Totals::python_allocated_bytes_var, "", false, true, &StackStats::python_allocated_bytes_var},
     {&Totals::temporary_var, "", false, true, &StackStats::temporary_var},
+    {&Totals::runtime_bytes_var, "", false, false},
+    {&Totals::runtime_blocks_var, "", false, false},
+    {&Totals::heap_peak_bytes_var, "", false, true},
 };
 static_assert(sizeof(Totals) == std::size(kTotalsFields) * sizeof(uint64_t));
 

@@ -23,6 +23,8 @@ LeaksView BuildLeaks(const Profile& profile, StackResolver* resolver, const Leak
       view.suppressed.stacks += 1;
       view.suppressed.bytes += r.stats.in_use_bytes;
       view.suppressed.blocks += r.stats.in_use_blocks;
+      view.suppressed.bytes_var += r.stats.in_use_bytes_var;
+      view.suppressed.blocks_var += r.stats.in_use_blocks_var;
       continue;
     }
     if (r.stats.in_use_bytes < query.min_bytes) continue;
@@ -99,15 +101,17 @@ std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver)
     if (g.bytes.empty()) {
       g.site = site;
       g.bytes.assign(n, 0);
+      g.bytes_var.assign(n, 0);
     }
     return g;
   };
   for (size_t i = 0; i < n; ++i) {
     for (const auto& [stack_id, live] : p.checkpoints[i].live) {
       GrowingSite& g = site_of(stack_id);
-      g.bytes[i] += live.first;
-      if (i + 1 == n && live.first > g.stack_bytes) {
-        g.stack_bytes = live.first;
+      g.bytes[i] += live.bytes;
+      g.bytes_var[i] += live.bytes_var;
+      if (i + 1 == n && live.bytes > g.stack_bytes) {
+        g.stack_bytes = live.bytes;
         g.stack_id = stack_id;
       }
     }
@@ -123,6 +127,7 @@ std::vector<GrowingSite> GrowingSites(const Profile& p, StackResolver* resolver)
           site.line == g.site.line && site.module == g.site.module &&
           site.module_offset == g.site.module_offset) {
         g.in_use_at_end += stats.in_use_bytes;
+        g.in_use_at_end_var += stats.in_use_bytes_var;
       }
     }
   }

@@ -28,6 +28,7 @@ struct LeaksQuery {
 
 struct SuppressedLeaks {
   uint64_t stacks = 0, bytes = 0, blocks = 0;
+  uint64_t bytes_var = 0, blocks_var = 0;  // a sampled capture (stats.h, ErrorScale)
 };
 
 struct LeaksView {
@@ -61,13 +62,20 @@ bool PlanGrowthCheckpoints(const Profile& first, size_t windows, const std::stri
                            GrowthCheckpoints* out, std::string* error);
 
 // One site's memory in use at each checkpoint, and the stack holding most of it at the last.
+// A sampled capture: each figure's variance beside it (stats.h, ErrorScale).
 struct GrowingSite {
   SourceFrame site;
   std::vector<uint64_t> bytes;  // by checkpoint
+  std::vector<uint64_t> bytes_var;
   uint64_t in_use_at_end = 0;   // at the snapshot (the end of the capture by default)
+  uint64_t in_use_at_end_var = 0;
   uint64_t stack_id = 0;
   uint64_t stack_bytes = 0;  // the stack's bytes at the last checkpoint
   uint64_t Growth() const { return bytes.back() - bytes.front(); }
+  // The growth's: the sum of the first and last checkpoints' variances, an upper bound (the
+  // blocks live at both add to each side and cancel out of the difference, exactly; which
+  // they are, the checkpoints do not keep).
+  uint64_t GrowthVariance() const { return bytes_var.front() + bytes_var.back(); }
 };
 
 // The rule of a logical leak: over the N checkpoints, the site's bytes in use never decrease,

@@ -14,6 +14,7 @@ MapView BuildMap(const Profile& p, StackResolver* resolver) {
       continue;
     }
     view.in_use_bytes += r.in_use_bytes;
+    view.in_use_bytes_var += r.in_use_bytes_var;
     view.span_bytes += r.end - r.begin;
     view.largest_gap = std::max(view.largest_gap, r.largest_gap);
   }

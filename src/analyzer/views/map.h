@@ -18,6 +18,7 @@ namespace memlens::analyzer {
 
 struct MapView {
   uint64_t in_use_bytes = 0;    // in the regions that are not reserved
+  uint64_t in_use_bytes_var = 0;  // a sampled capture: its variance (stats.h, ErrorScale)
   uint64_t span_bytes = 0;      // their spans
   uint64_t largest_gap = 0;     // the largest free gap inside one of them
   uint64_t reserved_bytes = 0;  // the reserved regions' spans
