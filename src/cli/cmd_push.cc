@@ -44,7 +44,6 @@ int Push(const PushOptions& o) {
   if (!WritePprof(profile, &resolver, options, &pprof, &error)) return Complain(error);
   int64_t from = (options.time_nanos - options.duration_nanos) / 1000000000;
   int64_t until = options.time_nanos / 1000000000;
-  InitPush();
   IngestClient client(target);
   if (!client.Send(pprof, from, until, kTimeout, nullptr, &error)) {
     std::cerr << "memlens: push to " << RedactedUrl(o.url) << " failed: " << error << "\n";

@@ -89,7 +89,6 @@ Pusher::Pusher(PushTarget target, std::string capture, std::chrono::milliseconds
   // A server that closes its end must not kill memlens run (and change the exit status the
   // program's would have been). The program was forked before: its signals stay its own.
   signal(SIGPIPE, SIG_IGN);
-  InitPush();
   period_start_ = NowNanos();
   collector_ = std::thread([this] { Collect(); });
   sender_ = std::thread([this] { Send(); });

@@ -1,12 +1,12 @@
 // src/analyzer/export/pyroscope.cc
 #include "analyzer/export/pyroscope.h"
 
-#include <curl/curl.h>
 #include <stdlib.h>
 
 #include <cctype>
 #include <memory>
-#include <mutex>
+
+#include "analyzer/export/libcurl.h"
 
 namespace memlens::analyzer {
 namespace {
@@ -21,14 +21,14 @@ struct UrlParts {
   std::string scheme, host, path, query, fragment;
 };
 
-bool SplitUrl(const std::string& url, UrlParts* parts) {
-  CURLU* handle = curl_url();
+bool SplitUrl(const CurlApi& curl, const std::string& url, UrlParts* parts) {
+  CURLU* handle = curl.url();
   if (!handle) return false;
-  bool ok = curl_url_set(handle, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK;
+  bool ok = curl.url_set(handle, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK;
   auto get = [&](CURLUPart part, std::string* out) {
     char* value = nullptr;
-    if (curl_url_get(handle, part, &value, 0) == CURLUE_OK && value) *out = value;
-    curl_free(value);
+    if (curl.url_get(handle, part, &value, 0) == CURLUE_OK && value) *out = value;
+    curl.free(value);
   };
   if (ok) {
     get(CURLUPART_SCHEME, &parts->scheme);
@@ -37,14 +37,14 @@ bool SplitUrl(const std::string& url, UrlParts* parts) {
     get(CURLUPART_QUERY, &parts->query);
     get(CURLUPART_FRAGMENT, &parts->fragment);
   }
-  curl_url_cleanup(handle);
+  curl.url_cleanup(handle);
   return ok;
 }
 
-std::string Escape(CURL* curl, const std::string& text) {
-  char* escaped = curl_easy_escape(curl, text.data(), static_cast<int>(text.size()));
+std::string Escape(const CurlApi& api, CURL* curl, const std::string& text) {
+  char* escaped = api.easy_escape(curl, text.data(), static_cast<int>(text.size()));
   std::string out = escaped ? escaped : "";
-  curl_free(escaped);
+  api.free(escaped);
   return out;
 }
 
@@ -62,9 +62,14 @@ int CheckCancel(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 }  // namespace
 
 bool CheckPushUrl(const std::string& url, std::string* error) {
+  const CurlApi* curl = Curl();
+  if (!curl) {
+    *error = LibcurlError();
+    return false;
+  }
   UrlParts parts;
   bool ok = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
-  ok = ok && SplitUrl(url, &parts) && !parts.host.empty() && parts.query.empty() &&
+  ok = ok && SplitUrl(*curl, url, &parts) && !parts.host.empty() && parts.query.empty() &&
        parts.fragment.empty();
   if (!ok) {
     *error = "'" + RedactedUrl(url) +
@@ -162,16 +167,12 @@ void TakePeriod(AllocatedSoFar* allocated, Profile* profile) {
   }
 }
 
-void InitPush() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 IngestClient::IngestClient(PushTarget target) : target_(std::move(target)) {
-  InitPush();
-  curl_ = curl_easy_init();
+  api_ = Curl();
+  if (!api_) return;
+  curl_ = api_->easy_init();
   UrlParts parts;
-  SplitUrl(target_.url, &parts);
+  SplitUrl(*api_, target_.url, &parts);
   ingest_url_ = target_.url;
   // The URL may name the ingest endpoint itself, or the server (behind a path prefix).
   if (parts.path.size() < 7 || parts.path.compare(parts.path.size() - 7, 7, "/ingest") != 0) {
@@ -181,7 +182,7 @@ IngestClient::IngestClient(PushTarget target) : target_(std::move(target)) {
 }
 
 IngestClient::~IngestClient() {
-  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+  if (curl_) api_->easy_cleanup(static_cast<CURL*>(curl_));
 }
 
 bool IngestClient::Send(const std::string& pprof, int64_t from, int64_t until,
@@ -189,55 +190,56 @@ bool IngestClient::Send(const std::string& pprof, int64_t from, int64_t until,
                         std::string* error) {
   CURL* curl = static_cast<CURL*>(curl_);
   if (!curl) {
-    *error = "cannot start libcurl";
+    *error = api_ ? "cannot start libcurl" : LibcurlError();
     return false;
   }
-  std::string url = ingest_url_ + "?name=" + Escape(curl, IngestName(target_)) +
+  const CurlApi& api = *api_;
+  std::string url = ingest_url_ + "?name=" + Escape(api, curl, IngestName(target_)) +
                     "&from=" + std::to_string(from) + "&until=" + std::to_string(until) +
                     "&format=pprof&spyName=memlens";
-  curl_mime* form = curl_mime_init(curl);
-  curl_mimepart* part = curl_mime_addpart(form);
-  curl_mime_name(part, "profile");
-  curl_mime_filename(part, "profile.pb.gz");
-  curl_mime_type(part, "application/octet-stream");
-  curl_mime_data(part, pprof.data(), pprof.size());
+  curl_mime* form = api.mime_init(curl);
+  curl_mimepart* part = api.mime_addpart(form);
+  api.mime_name(part, "profile");
+  api.mime_filename(part, "profile.pb.gz");
+  api.mime_type(part, "application/octet-stream");
+  api.mime_data(part, pprof.data(), pprof.size());
   curl_slist* headers = nullptr;
   std::string tenant;
   if (const char* env = getenv("MEMLENS_PUSH_TENANT"); env && *env) {
     tenant = std::string("X-Scope-OrgID: ") + env;
-    headers = curl_slist_append(headers, tenant.c_str());
+    headers = api.slist_append(headers, tenant.c_str());
   }
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  headers = api.slist_append(headers, "Expect:");  // no 100-continue round trip
   std::string body;
   char curl_error[CURL_ERROR_SIZE] = "";
-  curl_easy_reset(curl);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_MIMEPOST, form);
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, "memlens/" MEMLENS_VERSION);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // a thread of ours: no SIGALRM, no SIGPIPE
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+  api.easy_reset(curl);
+  api.easy_setopt(curl, CURLOPT_URL, url.c_str());
+  api.easy_setopt(curl, CURLOPT_MIMEPOST, form);
+  api.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  api.easy_setopt(curl, CURLOPT_USERAGENT, "memlens/" MEMLENS_VERSION);
+  api.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // a thread of ours: no SIGALRM, no SIGPIPE
+  api.easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  api.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min<int64_t>(timeout.count(), 3000)));
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, CheckCancel);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, cancel);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, KeepBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
+  api.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  api.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, CheckCancel);
+  api.easy_setopt(curl, CURLOPT_XFERINFODATA, cancel);
+  api.easy_setopt(curl, CURLOPT_WRITEFUNCTION, KeepBody);
+  api.easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  api.easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
   // The URL's user:password@ is basic auth already; MEMLENS_PUSH_USER keeps it out of argv.
   if (const char* user = getenv("MEMLENS_PUSH_USER"); user && *user) {
-    curl_easy_setopt(curl, CURLOPT_USERPWD, user);
+    api.easy_setopt(curl, CURLOPT_USERPWD, user);
   }
-  CURLcode rc = curl_easy_perform(curl);
+  CURLcode rc = api.easy_perform(curl);
   long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_mime_free(form);
+  api.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  api.slist_free_all(headers);
+  api.mime_free(form);
   if (rc != CURLE_OK) {
     *error = rc == CURLE_ABORTED_BY_CALLBACK ? "no answer yet when memlens gave up at exit"
              : *curl_error                   ? curl_error
-                                             : curl_easy_strerror(rc);
+                                             : api.easy_strerror(rc);
     return false;
   }
   if (status < 200 || status > 299) {

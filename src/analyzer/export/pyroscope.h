@@ -3,7 +3,7 @@
 // Sending pprof profiles to a Grafana Pyroscope server through its HTTP ingest API: POST
 // /ingest?name=SERVICE{label=value,...}&from=UNIX&until=UNIX&format=pprof&spyName=memlens, the
 // body multipart/form-data with the gzipped profile.proto in a part named "profile"
-// (docs/push.md says which servers take it, and why this API). HTTP is libcurl's (https, basic
+// (docs/push.md says which servers take it, and why this API). HTTP is libcurl's, loaded at the first push (libcurl.h) (https, basic
 // auth from the URL's user:password@ or MEMLENS_PUSH_USER, the tenant from MEMLENS_PUSH_TENANT).
 //
 // Runs on: the `push` command's main thread, or the pusher's threads (cli/pusher.h), one
@@ -21,6 +21,8 @@
 #include "analyzer/model/replay.h"
 
 namespace memlens::analyzer {
+
+struct CurlApi;
 
 struct PushLabel {
   std::string name, value;
@@ -55,9 +57,6 @@ std::string RedactedUrl(const std::string& url);
 using AllocatedSoFar = std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>>;
 void TakePeriod(AllocatedSoFar* allocated, Profile* profile);
 
-// Once per process, on the main thread, before any IngestClient exists (libcurl's global set-up).
-void InitPush();
-
 // One connection to the server, kept alive between sends.
 class IngestClient {
  public:
@@ -75,7 +74,8 @@ class IngestClient {
  private:
   PushTarget target_;
   std::string ingest_url_;  // the URL up to its query: .../ingest
-  void* curl_ = nullptr;    // CURL*
+  const CurlApi* api_ = nullptr;  // nullptr: libcurl could not be loaded (libcurl.h)
+  void* curl_ = nullptr;          // CURL*
 };
 
 }  // namespace memlens::analyzer
