@@ -82,6 +82,7 @@ class ExchangeIo : public agent::WriterIo {
     }
   }
   bool checked() const override { return true; }
+  bool pipelined() const override { return true; }
   bool sampling() const override { return h_->sample_rate.load(std::memory_order_relaxed) != 0; }
   bool ThreadAlive(uint64_t tid) override {
     return !(syscall(SYS_tgkill, s_->pid, static_cast<pid_t>(tid), 0) != 0 && errno == ESRCH);

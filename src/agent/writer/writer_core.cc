@@ -75,6 +75,7 @@ void Writer::DeleteThreadStacks(void* stacks) { delete static_cast<ThreadStacks*
 
 void Writer::Run() {
   if (write_file_header_) io_->Write(format::EncodeFileHeader());
+  if (io_->pipelined()) pipeline_ = std::make_unique<ChunkPipeline>(io_);
   io_->Begin(&meta_encoder_, &meta_);
   Flush();
   for (;;) {
@@ -91,7 +92,7 @@ void Writer::Run() {
     control_->drain_done.store(drain_ticket, std::memory_order_release);
     if (flush_ticket != control_->flush_done.load(std::memory_order_relaxed)) {
       MaybeRecordTime(true);
-      Flush();
+      Flush(/*written=*/true);
       control_->flush_done.store(flush_ticket, std::memory_order_release);
     }
     control_->rounds.fetch_add(1, std::memory_order_release);
@@ -129,7 +130,7 @@ void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
   end.dropped = io_->DroppedEventsTotal();
   end.unrecorded_children = io_->UnrecordedChildren();
   meta_encoder_.End(end);
-  Flush();
+  Flush(/*written=*/true);
 }
 // The image is about to be replaced: leave the file whole for the next one, then write nothing
 // until resumed (a failed exec) or stopped. Returns true when the new image has started (a
@@ -392,21 +393,27 @@ void Writer::MaybeSampleResident(bool force) {
   if (io_->Resident(&bytes)) meta_encoder_.Resident({now - io_->StartMonotonicNs(), bytes});
 }
 
-void Writer::Flush() {
+void Writer::Flush(bool written) {
   if (in_batch_) {  // a batch never spans chunks
     event_encoder_.EndEvents();
     in_batch_ = false;
   }
   last_flush_ns_ = MonotonicNs();
   event_encoder_.FinishEvents();
-  if (meta_.empty()) return;
-  chunk_.clear();
-  // Each event column compressed as a block of its own (the events record is in meta_, so its
-  // offsets are the payload's).
-  compressor_.AppendChunk(meta_, &chunk_, &event_encoder_.block_starts());
-  io_->Write(chunk_);
-  event_encoder_.NextChunk();  // releases may refer to this chunk's allocations, no further
-  meta_.clear();
+  if (!meta_.empty()) {
+    // Each event column compressed as a block of its own (the events record is in meta_, so its
+    // offsets are the payload's).
+    if (pipeline_) {
+      pipeline_->Submit(&meta_, event_encoder_.block_starts());
+    } else {
+      chunk_.clear();
+      compressor_.AppendChunk(meta_, &chunk_, &event_encoder_.block_starts());
+      io_->Write(chunk_);
+    }
+    event_encoder_.NextChunk();  // releases may refer to this chunk's allocations, no further
+    meta_.clear();
+  }
+  if (written && pipeline_) pipeline_->Wait();
 }
 
 

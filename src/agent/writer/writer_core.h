@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "agent/recorder/thread_buffer.h"
+#include "agent/writer/chunk_pipeline.h"
 #include "agent/writer/exchange.h"
 #include "agent/writer/python_merger.h"
 #include "agent/writer/stack_interner.h"
@@ -68,6 +70,9 @@ class WriterIo {
   virtual bool Write(const std::string& bytes) = 0;
   // The program replaced its image (exec) while the writer was paused: its writer is done.
   virtual bool ImageReplaced() = 0;
+  // Chunks are compressed and written on a thread of their own (chunk_pipeline.h), and Write
+  // is called from that thread: a writer outside the program, where a thread costs it nothing.
+  virtual bool pipelined() const { return false; }
 };
 
 // The resident bytes in the text of /proc/PID/statm; false when it does not parse.
@@ -102,7 +107,9 @@ class Writer {
   void RescanModules();
   void MaybeRecordTime(bool force);
   void MaybeSampleResident(bool force);
-  void Flush();
+  // Ends the chunk. `written`: returns once it is in the capture (a pipelined writer otherwise
+  // hands it to its pipeline and goes on).
+  void Flush(bool written = false);
 
   WriterIo* io_;
   WriterControl* control_;
@@ -118,6 +125,7 @@ class Writer {
   format::RecordEncoder meta_encoder_;
   format::RecordEncoder event_encoder_;
   format::ChunkCompressor compressor_;
+  std::unique_ptr<ChunkPipeline> pipeline_;  // when io_->pipelined(); written out before the rest
   StackInterner interner_;
   std::vector<RingView> rings_;
   std::vector<uint64_t> frames_;  // the stack being interned, innermost first

@@ -1,0 +1,50 @@
+// src/agent/writer/chunk_pipeline.cc: see chunk_pipeline.h.
+#include "agent/writer/chunk_pipeline.h"
+
+#include "agent/writer/writer_core.h"
+
+namespace memlens::agent {
+
+ChunkPipeline::ChunkPipeline(WriterIo* io) : io_(io), thread_([this] { Loop(); }) {}
+
+ChunkPipeline::~ChunkPipeline() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void ChunkPipeline::Submit(std::string* payload, const std::vector<size_t>& breaks) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return !busy_; });
+  payload_.swap(*payload);
+  payload->clear();
+  breaks_ = breaks;
+  busy_ = true;
+  lock.unlock();
+  changed_.notify_all();
+}
+
+void ChunkPipeline::Wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return !busy_; });
+}
+
+void ChunkPipeline::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return busy_ || stopping_; });
+    if (!busy_) return;  // stopping, and everything submitted is written
+    lock.unlock();
+    chunk_.clear();
+    compressor_.AppendChunk(payload_, &chunk_, &breaks_);
+    io_->Write(chunk_);
+    lock.lock();
+    busy_ = false;
+    changed_.notify_all();
+  }
+}
+
+}  // namespace memlens::agent
