@@ -51,3 +51,14 @@ def test_without_libcurl_push_says_so_and_the_rest_works(tmp_path):
     assert out.stdout == "rc=2\nrecorded\nrc=0\n", (out.stdout, out.stderr)
     assert out.stderr.startswith("memlens: cannot load libcurl (libcurl.so.4), which pushing needs")
     assert out.stderr.count("\n") == 2  # that line, and the second run's "capture written"
+
+
+def test_the_commands_exceptions_unwind_with_the_c_librarys_unwinder():
+    """libunwind, which the writer's core links, exports _Unwind_* twins of libgcc_s's: C++
+    exceptions (every bad option, a writer out of memory) must bind to libgcc_s's. Without
+    libcurl, which used to bring libgcc_s in first, libstdc++ bound to libunwind's."""
+    out = subprocess.run([str(MEMLENS), "--no-such-option"], capture_output=True, text=True,
+                         env={**os.environ, "LD_DEBUG": "bindings"}, timeout=60)
+    assert out.returncode == 2
+    bindings = [line for line in out.stderr.splitlines() if "`_Unwind_RaiseException'" in line]
+    assert bindings and all("libgcc_s" in line for line in bindings), bindings

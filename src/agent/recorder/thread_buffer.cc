@@ -20,7 +20,7 @@ std::atomic<uint32_t> g_next_thread_index{1};
 
 bool ThreadBuffer::Grow() {
   const size_t capacity = capacity_.load(std::memory_order_relaxed);
-  if (capacity >= kMaxCapacity) return false;
+  if (capacity >= max_capacity) return false;
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   if (head_.load(std::memory_order_acquire) != tail) return false;
   // Empty: the consumer reads no record until the next Commit's release store of tail_,
@@ -57,6 +57,7 @@ ThreadBuffer* AcquireThreadBuffer() {
       return nullptr;
     }
     buffer = new (mem) ThreadBuffer();
+    if (g_exchange) buffer->max_capacity = ThreadBuffer::kMaxHostedCapacity;
     buffer->data = static_cast<uint8_t*>(mem) + header;
     buffer->unwind = unwind;
     buffer->python_frames = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(mem) + 4096);

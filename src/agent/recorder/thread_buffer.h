@@ -28,12 +28,15 @@ class ThreadBuffer {
   // Powers of two. The ring's job is to hold what the thread records while the writer is busy
   // elsewhere. Every page of the ring a thread has wrapped over stays resident in the program,
   // and counts against issue 32's bar for its memory (+4 MiB): so a ring starts at
-  // kInitialCapacity and doubles, up to kMaxCapacity, each time its thread finds it full
-  // (Grow). 512 KiB, not 2 MiB, since the hosted writer compresses on a thread of its own
-  // (chunk_pipeline.h): it no longer stops draining for the milliseconds a chunk takes. Mapped
-  // up front at kMaxCapacity, untouched.
+  // kInitialCapacity and doubles, up to its largest, each time its thread finds it full (Grow).
+  // The writer inside the program compresses each chunk between drains (up to ~6 ms, in which
+  // one churning thread records over 1 MiB: at 512 KiB it waited on a full ring 460 times a
+  // run, 11-21 at 2 MiB): kMaxCapacity. The hosted writer compresses on a thread of its own
+  // (chunk_pipeline.h) and keeps draining: kMaxHostedCapacity, an exchange slot's ring.
+  // Mapped up front at the largest, untouched.
   static constexpr size_t kInitialCapacity = size_t{1} << 16;  // > 2 kMaxRecordSize
-  static constexpr size_t kMaxCapacity = size_t{1} << 19;
+  static constexpr size_t kMaxCapacity = size_t{1} << 21;
+  static constexpr size_t kMaxHostedCapacity = size_t{1} << 19;
   static_assert(kInitialCapacity >= 2 * kMaxRecordSize);
 
   // Returns room for a record of at most max_size bytes, or nullptr when the ring is full.
@@ -48,7 +51,7 @@ class ThreadBuffer {
   uint64_t committed_end() const { return tail_.load(std::memory_order_acquire); }
   // Producer side, off the per-event path (the thread found the ring full): doubles the
   // capacity once the writer has drained the ring empty, so no record in it was placed by the
-  // old capacity. Returns false while it is not empty, or at kMaxCapacity.
+  // old capacity. Returns false while it is not empty, or at max_capacity.
   bool Grow();
 
   // Writer side: calls fn(const RawEvent&) for each committed record, oldest first, and frees
@@ -69,6 +72,7 @@ class ThreadBuffer {
   bool announced = false;     // writer side: the kThread record for thread_index is written
   bool wake_requested = false;  // producer side: asked the writer to drain early
   uint64_t gave_up_at_round = ~uint64_t{0};  // producer side: dropping until the writer moves
+  size_t max_capacity = kMaxCapacity;  // producer side: kMaxHostedCapacity in an exchange slot
   ThreadBuffer* next = nullptr;  // registry list; written once before publication
   UnwindState* unwind = nullptr;  // producer side: the thread's previous stack (unwinder.h)
   void* writer_stacks = nullptr;  // writer side: its copy of that stack (writer.cc)
@@ -164,7 +168,7 @@ size_t ThreadBuffer::DrainChecked(const uint8_t* ring, uint64_t limit, uint8_t* 
   uint64_t tail = tail_.load(std::memory_order_acquire);
   if (tail > limit) tail = limit;
   const size_t capacity = capacity_.load(std::memory_order_relaxed);
-  if (capacity < kInitialCapacity || capacity > kMaxCapacity || (capacity & (capacity - 1)) ||
+  if (capacity < kInitialCapacity || capacity > kMaxHostedCapacity || (capacity & (capacity - 1)) ||
       tail < head || tail - head > capacity) {
     head_.store(tail_.load(std::memory_order_relaxed), std::memory_order_release);
     return 0;

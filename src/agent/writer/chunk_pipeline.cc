@@ -1,6 +1,8 @@
 // src/agent/writer/chunk_pipeline.cc: see chunk_pipeline.h.
 #include "agent/writer/chunk_pipeline.h"
 
+#include <utility>
+
 #include "agent/writer/writer_core.h"
 
 namespace memlens::agent {
@@ -19,6 +21,7 @@ ChunkPipeline::~ChunkPipeline() {
 void ChunkPipeline::Submit(std::string* payload, const std::vector<size_t>& breaks) {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return !busy_; });
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   payload_.swap(*payload);
   payload->clear();
   breaks_ = breaks;
@@ -30,6 +33,7 @@ void ChunkPipeline::Submit(std::string* payload, const std::vector<size_t>& brea
 void ChunkPipeline::Wait() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return !busy_; });
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
 
 void ChunkPipeline::Loop() {
@@ -38,10 +42,16 @@ void ChunkPipeline::Loop() {
     changed_.wait(lock, [this] { return busy_ || stopping_; });
     if (!busy_) return;  // stopping, and everything submitted is written
     lock.unlock();
-    chunk_.clear();
-    compressor_.AppendChunk(payload_, &chunk_, &breaks_);
-    io_->Write(chunk_);
+    std::exception_ptr failure;
+    try {
+      chunk_.clear();
+      compressor_.AppendChunk(payload_, &chunk_, &breaks_);
+      io_->Write(chunk_);
+    } catch (...) {  // this thread has no handler: the writer's thread gets it
+      failure = std::current_exception();
+    }
     lock.lock();
+    if (failure) failure_ = failure;
     busy_ = false;
     changed_.notify_all();
   }

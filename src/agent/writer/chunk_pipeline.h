@@ -12,6 +12,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,6 +36,8 @@ class ChunkPipeline {
   void Submit(std::string* payload, const std::vector<size_t>& breaks);
   // Returns once every submitted chunk is written.
   void Wait();
+  // Both rethrow, on the writer's thread, what compressing or writing threw (bad_alloc): the
+  // hosted writer's catch ends the capture there, as when it compressed on its own thread.
 
  private:
   void Loop();
@@ -47,6 +50,7 @@ class ChunkPipeline {
   std::mutex mutex_;
   std::condition_variable changed_;
   bool busy_ = false;  // payload_ holds a chunk not yet written
+  std::exception_ptr failure_;  // what the last chunk threw, for the writer's thread
   bool stopping_ = false;
   std::thread thread_;  // last: starts once the rest is built
 };

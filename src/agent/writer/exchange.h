@@ -46,7 +46,7 @@ inline constexpr uint32_t kExchangeSlots = 512;  // threads recorded at once (mo
 // A slot: the ThreadBuffer's page, the Python frames' page, the ring at its largest.
 inline constexpr size_t kSlotFramesBytes = kMaxPythonFrames * sizeof(uint64_t);
 inline constexpr size_t kSlotHeaderBytes = kExchangePage + kSlotFramesBytes;
-inline constexpr size_t kSlotBytes = kSlotHeaderBytes + ThreadBuffer::kMaxCapacity;
+inline constexpr size_t kSlotBytes = kSlotHeaderBytes + ThreadBuffer::kMaxHostedCapacity;
 inline constexpr size_t kExchangeLogOffset = kExchangePage;
 inline constexpr size_t kExchangeSlotsOffset = kExchangeLogOffset + kExchangeLogBytes;
 inline constexpr size_t kExchangeBytes = kExchangeSlotsOffset + kExchangeSlots * kSlotBytes;

@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analyzer/reader/capture_reader.h"
@@ -121,6 +124,51 @@ TEST(WriterCheckedRing, ScribbledIdsAreNeitherIndexedNorSized) {
   unlink(path);
   EXPECT_EQ(count.seqs, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(count.end_events, 5u);
+}
+
+// The hosted writer's io: chunks written on the pipeline's thread, each write slow.
+class SlowPipelinedIo : public FakeIo {
+ public:
+  std::mutex mutex;
+  bool pipelined() const override { return true; }
+  bool Write(const std::string& bytes) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<std::mutex> lock(mutex);
+    capture += bytes;
+    return true;
+  }
+  size_t Chunks() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::FILE* file = fmemopen(capture.data(), capture.size(), "rb");
+    format::ChunkReader reader(file);
+    uint16_t major = 0, minor = 0;
+    std::string error, payload;
+    size_t chunks = 0;
+    if (reader.ReadFileHeader(&major, &minor, &error)) {
+      while (reader.Next(&payload, &error) == format::ChunkReader::Result::kChunk) ++chunks;
+    }
+    std::fclose(file);
+    return chunks;
+  }
+};
+
+// memlens_flush and the exec pause rely on it: a flush ticket is done only once its chunk is in
+// the capture, although a pipelined writer hands chunks to another thread.
+TEST(WriterPipelined, AFlushIsDoneOnlyOnceItsChunkIsWritten) {
+  SlowPipelinedIo io;
+  io.Add(0, format::EventKind::kMalloc, 0x1000, 16, kHasStack, 1, {0, 0x400010});
+  WriterControl control;
+  std::thread writer([&] { Writer(&io, &control, true).Run(); });
+  control.flush_requested.store(1, std::memory_order_release);
+  control.wake.fetch_add(1);
+  while (control.flush_done.load(std::memory_order_acquire) != 1) std::this_thread::yield();
+  // The process and module records' chunk, then the one the flush ended, with the event (a
+  // round that flushed on its own timer in between adds one).
+  EXPECT_GE(io.Chunks(), 2u);
+  control.stop_requested.store(1, std::memory_order_release);
+  control.wake.fetch_add(1);
+  writer.join();
+  EXPECT_GE(io.Chunks(), 3u);  // and the END record's
 }
 
 }  // namespace
