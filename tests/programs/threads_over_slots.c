@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 enum { kThreads = 520, kBlocks = 100 };
-static pthread_barrier_t g_all_alive, g_all_done;
+static pthread_barrier_t g_all_alive, g_all_done, g_all_freed;
 
 static void* work(void* arg) {
   (void)arg;
@@ -15,6 +15,9 @@ static void* work(void* arg) {
   for (int i = 0; i < kBlocks; ++i) blocks[i] = malloc(64);  // @work
   pthread_barrier_wait(&g_all_done);  // no thread exits (freeing its ring) before all have one
   for (int i = 0; i < kBlocks; ++i) free(blocks[i]);
+  // Nor before all have freed: an exited thread's ring goes to the next thread without one,
+  // whose frees would then be recorded (of blocks whose allocations were left out).
+  pthread_barrier_wait(&g_all_freed);
   return NULL;
 }
 
@@ -25,6 +28,7 @@ int main(void) {
   pthread_attr_setstacksize(&attr, 64 << 10);
   pthread_barrier_init(&g_all_alive, NULL, kThreads);
   pthread_barrier_init(&g_all_done, NULL, kThreads);
+  pthread_barrier_init(&g_all_freed, NULL, kThreads);
   for (int i = 0; i < kThreads; ++i) pthread_create(&threads[i], &attr, work, NULL);
   for (int i = 0; i < kThreads; ++i) pthread_join(threads[i], NULL);
   printf("done\n");
