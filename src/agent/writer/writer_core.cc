@@ -344,26 +344,31 @@ void Writer::DescribeStrings(const format::Event& event) {
     default: break;
   }
 }
+namespace {
+
 // Ids come from the rings: a program that scribbled over its ring (a hosted writer's) may give
 // any number, which must neither index nor size anything. Such an id stays undescribed.
+// True the first time `id` (below `limit`) is seen: it is then marked in *described.
+bool FirstSight(std::vector<bool>* described, uint64_t id, uint64_t limit) {
+  if (id >= limit) return false;
+  if (id >= described->size()) described->resize(std::min<uint64_t>(id + 1024, limit));
+  if ((*described)[id]) return false;
+  (*described)[id] = true;
+  return true;
+}
+
+}  // namespace
+
 void Writer::DescribeString(uint64_t id) {
-  if (id >= kMaxStringIds) return;
-  if (id >= described_strings_.size()) {
-    described_strings_.resize(std::min<uint64_t>(id + 1024, kMaxStringIds));
+  if (FirstSight(&described_strings_, id, kMaxStringIds)) {
+    io_->DescribeString(id, &meta_encoder_, &meta_);
   }
-  if (described_strings_[id]) return;
-  described_strings_[id] = true;
-  io_->DescribeString(id, &meta_encoder_, &meta_);
 }
 
 void Writer::DescribePythonCode(uint64_t id) {
-  if (id >= kMaxPythonCodes) return;
-  if (id >= described_codes_.size()) {
-    described_codes_.resize(std::min<uint64_t>(id + 1024, kMaxPythonCodes));
+  if (FirstSight(&described_codes_, id, kMaxPythonCodes)) {
+    io_->DescribePythonCode(id, &meta_encoder_, &meta_);
   }
-  if (described_codes_[id]) return;
-  described_codes_[id] = true;
-  io_->DescribePythonCode(id, &meta_encoder_, &meta_);
 }
 
 void Writer::RescanModules() {

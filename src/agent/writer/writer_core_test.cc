@@ -1,6 +1,7 @@
-// The writer's loop (writer_core.h) reading a ring another process writes, as the hosted writer
-// does: ids an event names (strings, Python code) come from the program's memory, and a
-// program that scribbled over its ring must not make the writer index or size anything by them.
+// The writer's loop (writer_core.h) and its chunk pipeline (chunk_pipeline.h) as the hosted
+// writer uses them. Reading a ring another process writes: ids an event names (strings, Python
+// code) come from the program's memory, and a program that scribbled over its ring must not
+// make the writer index or size anything by them.
 #include "agent/writer/writer_core.h"
 
 #include <gtest/gtest.h>
@@ -126,31 +127,64 @@ TEST(WriterCheckedRing, ScribbledIdsAreNeitherIndexedNorSized) {
   EXPECT_EQ(count.end_events, 5u);
 }
 
-// The hosted writer's io: chunks written on the pipeline's thread, each write slow.
+// The payloads of a capture's chunks, in order.
+std::vector<std::string> ChunksOf(const std::string& capture) {
+  std::FILE* file = fmemopen(const_cast<char*>(capture.data()), capture.size(), "rb");
+  format::ChunkReader reader(file);
+  uint16_t major = 0, minor = 0;
+  std::string error, payload;
+  std::vector<std::string> chunks;
+  if (reader.ReadFileHeader(&major, &minor, &error)) {
+    while (reader.Next(&payload, &error) == format::ChunkReader::Result::kChunk) {
+      chunks.push_back(payload);
+    }
+  }
+  std::fclose(file);
+  return chunks;
+}
+
+// The hosted writer's io: chunks written on the pipeline's thread (chunk_pipeline.h), each
+// write slow (a busy disk).
 class SlowPipelinedIo : public FakeIo {
  public:
   std::mutex mutex;
+  std::thread::id writing_thread;
   bool pipelined() const override { return true; }
   bool Write(const std::string& bytes) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::lock_guard<std::mutex> lock(mutex);
+    writing_thread = std::this_thread::get_id();
     capture += bytes;
     return true;
   }
-  size_t Chunks() {
+  std::vector<std::string> Chunks() {
     std::lock_guard<std::mutex> lock(mutex);
-    std::FILE* file = fmemopen(capture.data(), capture.size(), "rb");
-    format::ChunkReader reader(file);
-    uint16_t major = 0, minor = 0;
-    std::string error, payload;
-    size_t chunks = 0;
-    if (reader.ReadFileHeader(&major, &minor, &error)) {
-      while (reader.Next(&payload, &error) == format::ChunkReader::Result::kChunk) ++chunks;
-    }
-    std::fclose(file);
-    return chunks;
+    return ChunksOf(capture);
   }
 };
+
+TEST(ChunkPipeline, WritesEveryChunkWholeInOrderOnItsOwnThread) {
+  SlowPipelinedIo io;
+  io.capture = format::EncodeFileHeader();  // the writer's part
+  std::vector<std::string> sent;
+  {
+    ChunkPipeline pipeline(&io);
+    for (int i = 0; i < 4; ++i) {
+      std::string payload(1000 + i, static_cast<char>('a' + i));
+      payload += std::to_string(i);
+      sent.push_back(payload);
+      pipeline.Submit(&payload, {0, 500});
+      EXPECT_TRUE(payload.empty());  // handed over: the writer fills a fresh one
+    }
+    pipeline.Wait();
+    EXPECT_EQ(io.Chunks(), sent);  // all four, before the pipeline ends
+    EXPECT_NE(io.writing_thread, std::this_thread::get_id());
+    std::string last = "after the wait";
+    sent.push_back(last);
+    pipeline.Submit(&last, {});
+  }  // the destructor writes what is pending
+  EXPECT_EQ(io.Chunks(), sent);
+}
 
 // memlens_flush and the exec pause rely on it: a flush ticket is done only once its chunk is in
 // the capture, although a pipelined writer hands chunks to another thread.
@@ -164,11 +198,11 @@ TEST(WriterPipelined, AFlushIsDoneOnlyOnceItsChunkIsWritten) {
   while (control.flush_done.load(std::memory_order_acquire) != 1) std::this_thread::yield();
   // The process and module records' chunk, then the one the flush ended, with the event (a
   // round that flushed on its own timer in between adds one).
-  EXPECT_GE(io.Chunks(), 2u);
+  EXPECT_GE(io.Chunks().size(), 2u);
   control.stop_requested.store(1, std::memory_order_release);
   control.wake.fetch_add(1);
   writer.join();
-  EXPECT_GE(io.Chunks(), 3u);  // and the END record's
+  EXPECT_GE(io.Chunks().size(), 3u);  // and the END record's
 }
 
 }  // namespace
