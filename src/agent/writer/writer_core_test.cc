@@ -5,6 +5,7 @@
 #include "agent/writer/writer_core.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,17 +113,17 @@ TEST(WriterCheckedRing, ScribbledIdsAreNeitherIndexedNorSized) {
 
   EXPECT_EQ(io.strings_described, std::vector<uint64_t>{5});  // the one real id
   EXPECT_TRUE(io.codes_described.empty());
-  char path[] = "/tmp/memlens_writer_core_test_XXXXXX";
-  int fd = mkstemp(path);
+  // The reader takes a path: the capture in a memory file, named through /proc.
+  int fd = memfd_create("writer_core_test", MFD_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(write(fd, io.capture.data(), io.capture.size()),
             static_cast<ssize_t>(io.capture.size()));
-  close(fd);
   Count count;
   analyzer::ReadStatus status;
   std::string error;
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
   ASSERT_TRUE(analyzer::ReadCapture(path, &count, &status, &error)) << error;
-  unlink(path);
+  close(fd);
   EXPECT_EQ(count.seqs, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(count.end_events, 5u);
 }

@@ -29,29 +29,9 @@ bool Load(CurlApi* api) {
     }
     *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(symbol);
   };
-  bind(&api->global_init, "curl_global_init");
-  bind(&api->easy_init, "curl_easy_init");
-  bind(&api->easy_cleanup, "curl_easy_cleanup");
-  bind(&api->easy_reset, "curl_easy_reset");
-  bind(&api->easy_setopt, "curl_easy_setopt");
-  bind(&api->easy_perform, "curl_easy_perform");
-  bind(&api->easy_getinfo, "curl_easy_getinfo");
-  bind(&api->easy_strerror, "curl_easy_strerror");
-  bind(&api->easy_escape, "curl_easy_escape");
-  bind(&api->free, "curl_free");
-  bind(&api->url, "curl_url");
-  bind(&api->url_set, "curl_url_set");
-  bind(&api->url_get, "curl_url_get");
-  bind(&api->url_cleanup, "curl_url_cleanup");
-  bind(&api->mime_init, "curl_mime_init");
-  bind(&api->mime_addpart, "curl_mime_addpart");
-  bind(&api->mime_name, "curl_mime_name");
-  bind(&api->mime_filename, "curl_mime_filename");
-  bind(&api->mime_type, "curl_mime_type");
-  bind(&api->mime_data, "curl_mime_data");
-  bind(&api->mime_free, "curl_mime_free");
-  bind(&api->slist_append, "curl_slist_append");
-  bind(&api->slist_free_all, "curl_slist_free_all");
+#define MEMLENS_CURL_BIND(name) bind(&api->name, "curl_" #name);
+  MEMLENS_CURL_FUNCTIONS(MEMLENS_CURL_BIND)
+#undef MEMLENS_CURL_BIND
   if (ok && api->global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     g_error = "libcurl's global set-up failed";
     ok = false;

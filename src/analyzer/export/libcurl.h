@@ -12,31 +12,19 @@
 
 namespace memlens::analyzer {
 
-// The functions of libcurl that pyroscope.cc calls, with libcurl's own signatures.
+// The functions of libcurl that pyroscope.cc calls, each curl_NAME as X(NAME): one list for
+// the table's fields and the names looked up.
+#define MEMLENS_CURL_FUNCTIONS(X) \
+  X(global_init) X(easy_init) X(easy_cleanup) X(easy_reset) X(easy_setopt) X(easy_perform) \
+  X(easy_getinfo) X(easy_strerror) X(easy_escape) X(free) X(url) X(url_set) X(url_get) \
+  X(url_cleanup) X(mime_init) X(mime_addpart) X(mime_name) X(mime_filename) X(mime_type) \
+  X(mime_data) X(mime_free) X(slist_append) X(slist_free_all)
+
+// libcurl's functions, with libcurl's own signatures.
 struct CurlApi {
-  decltype(&curl_global_init) global_init;
-  decltype(&curl_easy_init) easy_init;
-  decltype(&curl_easy_cleanup) easy_cleanup;
-  decltype(&curl_easy_reset) easy_reset;
-  decltype(&curl_easy_setopt) easy_setopt;
-  decltype(&curl_easy_perform) easy_perform;
-  decltype(&curl_easy_getinfo) easy_getinfo;
-  decltype(&curl_easy_strerror) easy_strerror;
-  decltype(&curl_easy_escape) easy_escape;
-  decltype(&curl_free) free;
-  decltype(&curl_url) url;
-  decltype(&curl_url_set) url_set;
-  decltype(&curl_url_get) url_get;
-  decltype(&curl_url_cleanup) url_cleanup;
-  decltype(&curl_mime_init) mime_init;
-  decltype(&curl_mime_addpart) mime_addpart;
-  decltype(&curl_mime_name) mime_name;
-  decltype(&curl_mime_filename) mime_filename;
-  decltype(&curl_mime_type) mime_type;
-  decltype(&curl_mime_data) mime_data;
-  decltype(&curl_mime_free) mime_free;
-  decltype(&curl_slist_append) slist_append;
-  decltype(&curl_slist_free_all) slist_free_all;
+#define MEMLENS_CURL_FIELD(name) decltype(&curl_##name) name;
+  MEMLENS_CURL_FUNCTIONS(MEMLENS_CURL_FIELD)
+#undef MEMLENS_CURL_FIELD
 };
 
 // libcurl's functions, loaded (and curl_global_init run) at the first call; nullptr when
