@@ -121,10 +121,14 @@ class ChunkPrefetcher {
   struct Decoding {
     bool ahead = false;          // decode on the prefetching thread
     bool keep_metadata = false;  // and keep each chunk's metadata (ReadOptions::keep_metadata)
+    // A capture being written: decode on the caller's thread while its writer runs, then ahead
+    // (the caller's DecodeState handed over in Next), once the program has left both cores free.
+    const std::atomic<int>* follow = nullptr;
   };
 
   ChunkPrefetcher(format::ChunkReader* chunks, Decoding decoding)
-      : chunks_(chunks), decoding_(decoding), thread_([this] { Run(); }) {}
+      : chunks_(chunks), decoding_(decoding), ahead_(decoding.ahead),
+        thread_([this] { Run(); }) {}
   ~ChunkPrefetcher() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -135,9 +139,17 @@ class ChunkPrefetcher {
   }
 
   // The next chunk, or the end or the damage that stopped the reading (then always again).
-  void Next(Item* item) {
+  // `state` is the caller's, for the chunks that come undecoded; once the prefetching thread
+  // waits to decode ahead, with every chunk it read played, it is moved there (then unused).
+  void Next(Item* item, format::DecodeState* state) {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return !ready_.empty(); });
+    changed_.wait(lock, [this] { return !ready_.empty() || (waiting_for_state_ && !ahead_); });
+    if (ready_.empty()) {
+      state_ = std::move(*state);
+      ahead_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return !ready_.empty(); });
+    }
     *item = std::move(ready_.front());
     if (item->result == format::ChunkReader::Result::kChunk) ready_.pop_front();
     changed_.notify_all();
@@ -150,23 +162,35 @@ class ChunkPrefetcher {
   static constexpr size_t kDecodedAhead = 1;
 
   void Run() {
-    format::DecodeState state;  // this thread's alone, in file order, when decoding here
-    const size_t ahead = decoding_.ahead ? kDecodedAhead : kAhead;
     for (;;) {
+      bool ahead;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!ahead_ && decoding_.follow &&
+            decoding_.follow->load(std::memory_order_acquire) == kWriterDone) {
+          waiting_for_state_ = true;  // Next hands the caller's state over
+          changed_.notify_all();
+          changed_.wait(lock, [this] { return stop_ || ahead_; });
+          if (stop_) return;
+        }
+        ahead = ahead_;
+      }
       Item item;
       item.offset = chunks_->offset();
       item.result = chunks_->Next(&item.payload, &item.why);
       item.end_offset = chunks_->offset();
       bool last = item.result != format::ChunkReader::Result::kChunk;
-      if (!last && decoding_.ahead) {
+      if (!last && ahead) {
+        // state_ is this thread's alone from here on, in file order.
         item.decode_ok = format::DecodeRecords(item.payload, &item.tape, &item.decode_error,
-                                               format::EventDecoding::kDeliver, &state,
+                                               format::EventDecoding::kDeliver, &state_,
                                                decoding_.keep_metadata ? &item.metadata : nullptr);
         item.decoded = true;
         std::string().swap(item.payload);
       }
+      const size_t queue = ahead ? kDecodedAhead : kAhead;
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [this, ahead] { return stop_ || ready_.size() < ahead; });
+      changed_.wait(lock, [this, queue] { return stop_ || ready_.size() < queue; });
       if (stop_) return;
       ready_.push_back(std::move(item));
       changed_.notify_all();
@@ -180,6 +204,9 @@ class ChunkPrefetcher {
   std::condition_variable changed_;
   std::deque<Item> ready_;
   bool stop_ = false;
+  bool ahead_;                      // chunks are decoded here, with state_
+  bool waiting_for_state_ = false;  // to decode ahead from the next chunk on
+  format::DecodeState state_;
   std::thread thread_;  // last: starts once the rest is set up
 };
 
@@ -275,11 +302,13 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
   ChunkPrefetcher::Item chunk;
   {
     // Not while following a capture being written: `memlens run`'s index then takes CPU time
-    // the program could use, and the tape costs some more of it.
+    // the program could use, and the tape costs some more of it. Once the program has exited,
+    // what is left of the index is decoded ahead too.
     ChunkPrefetcher prefetcher(&chunks, {.ahead = !options.decoding && !options.follow,
-                                         .keep_metadata = options.keep_metadata != nullptr});
+                                         .keep_metadata = options.keep_metadata != nullptr,
+                                         .follow = options.decoding ? nullptr : options.follow});
     for (;;) {
-      prefetcher.Next(&chunk);
+      prefetcher.Next(&chunk, &decode_state);
       status->bytes_read = chunk.end_offset;
       if (chunk.result == format::ChunkReader::Result::kEnd) break;
       if (chunk.result != format::ChunkReader::Result::kChunk) {

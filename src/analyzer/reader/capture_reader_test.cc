@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <future>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -51,21 +54,23 @@ class Log final : public format::RecordVisitor {
   bool hints_;
 };
 
-// Three chunks: metadata and stack nodes before, between and after the event records of two
-// threads written out of order; the third chunk's payload ends in a record of an unknown type.
-std::string Capture() {
+// `chunks` chunks: metadata and stack nodes before, between and after the event records of two
+// threads written out of order; with `damaged`, the last chunk's payload ends in a record of an
+// unknown type. Where each chunk ends goes to *ends.
+std::string Capture(int chunks = 3, bool damaged = true, std::vector<size_t>* ends = nullptr) {
   std::string payload, file = format::EncodeFileHeader();
   format::RecordEncoder enc(&payload);
   auto end_chunk = [&] {
     enc.FinishEvents();
     format::ChunkCompressor().AppendChunk(payload, &file);
+    if (ends) ends->push_back(file.size());
     payload.clear();
     enc.NextChunk();
   };
   enc.Process({1, 0, 0, 0, "/bin/test", {"test"}, "0"});
   enc.Module({1, 0x400000, "/bin/test", "", {{0x400000, 0x1000}}});
   uint64_t seq = 0;
-  for (int chunk = 0; chunk < 3; ++chunk) {
+  for (int chunk = 0; chunk < chunks; ++chunk) {
     for (int i = 0; i < 40; ++i) enc.StackNode({0, 0x401000u + 16 * (chunk * 40 + i)});
     enc.Thread({static_cast<uint64_t>(chunk + 1), 100u + chunk});
     enc.String({static_cast<uint64_t>(chunk + 1), "name" + std::to_string(chunk)});
@@ -84,11 +89,12 @@ std::string Capture() {
       enc.StackNode({0, 0x402000u + 16 * chunk});
     }
     enc.Time({1000u * (chunk + 1), seq});
-    if (chunk < 2) end_chunk();
+    if (chunk < chunks - 1) end_chunk();
   }
   enc.FinishEvents();
-  payload.push_back('\x7f');  // no such record type
+  if (damaged) payload.push_back('\x7f');  // no such record type
   format::ChunkCompressor().AppendChunk(payload, &file);
+  if (ends) ends->push_back(file.size());
   return file;
 }
 
@@ -124,6 +130,68 @@ TEST(CaptureReader, DecodingAheadDeliversWhatDecodingOnTheCallerDoes) {
     EXPECT_EQ(ahead.status.damage, caller.status.damage);
     EXPECT_EQ(ahead.status.bytes_read, caller.status.bytes_read);
   }
+  std::remove(path);
+}
+
+// Reports, on the reading thread, once it has heard `events` events.
+class LogUntil final : public format::RecordVisitor {
+ public:
+  LogUntil(Log* log, size_t events, std::promise<void>* heard)
+      : log_(log), events_(events), heard_(heard) {}
+  void OnProcess(const format::ProcessRecord& r) override { log_->OnProcess(r); }
+  void OnModule(const format::ModuleRecord& r) override { log_->OnModule(r); }
+  void OnThread(const format::ThreadRecord& r) override { log_->OnThread(r); }
+  void OnStackNode(const format::StackNodeRecord& r) override { log_->OnStackNode(r); }
+  void OnEvent(const format::Event& e) override {
+    log_->OnEvent(e);
+    if (log_->events == events_) heard_->set_value();
+  }
+  void OnTime(const format::TimeRecord& r) override { log_->OnTime(r); }
+  void OnEnd(const format::EndRecord& r) override { log_->OnEnd(r); }
+  void OnString(const format::StringRecord& r) override { log_->OnString(r); }
+
+ private:
+  Log* log_;
+  size_t events_;
+  std::promise<void>* heard_;
+};
+
+// memlens run's indexer follows the capture as it is written, decoding on its own thread; once
+// the program is done it hands its decoding state to the prefetching thread, which decodes the
+// rest ahead (stack nodes numbered and blocks referred to across chunks, as before it).
+TEST(CaptureReader, AFollowedReadDecodesAheadOnceTheWriterIsDone) {
+  std::vector<size_t> ends;
+  const std::string bytes = Capture(/*chunks=*/6, /*damaged=*/false, &ends);
+  char path[] = "/tmp/memlens-reader-test-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_EQ(write(fd, bytes.data(), ends[1]), static_cast<ssize_t>(ends[1]));
+  std::atomic<int> follow{kWriterRunning};
+  Log followed(false);
+  std::promise<void> heard;
+  ReadStatus status;
+  std::thread reader([&] {
+    LogUntil visitor(&followed, 12000, &heard);  // the two chunks written so far
+    ReadOptions options;
+    options.follow = &follow;
+    std::string error;
+    EXPECT_TRUE(ReadCapture(path, &visitor, &status, &error, options)) << error;
+  });
+  // The prefetcher waits at the end of the file, in the read that gets the third chunk, with
+  // its decision to leave that one to the caller taken; the rest come once the writer is done.
+  heard.get_future().wait();
+  ASSERT_EQ(write(fd, bytes.data() + ends[1], ends[2] - ends[1]),
+            static_cast<ssize_t>(ends[2] - ends[1]));
+  ASSERT_EQ(write(fd, bytes.data() + ends[2], bytes.size() - ends[2]),
+            static_cast<ssize_t>(bytes.size() - ends[2]));
+  follow.store(kWriterDone);
+  reader.join();
+  close(fd);
+  Read caller{Log(false), {}};
+  ReadWith(path, /*on_caller=*/true, &caller);
+  EXPECT_EQ(followed.events, 36000u);
+  EXPECT_EQ(followed.lines, caller.log.lines);
+  EXPECT_EQ(status.damage, "");
+  EXPECT_EQ(status.bytes_read, bytes.size());
   std::remove(path);
 }
 
