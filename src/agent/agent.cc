@@ -11,6 +11,8 @@
 //   MEMLENS_TRACKED  the pid of the recorded process, set by the agent: a descendant that
 //                    inherits it (a child that exec'd) does not record; the recorded process's
 //                    own new image after an exec does, appending to the same capture
+//   MEMLENS_FOLLOW_CHILDREN  a directory (memlens run --follow-children): a descendant that
+//                    inherits MEMLENS_TRACKED records too, into a capture of its own there
 // Preloaded (named in LD_PRELOAD: memlens run), the agent records the whole process from its
 // first allocation. Otherwise (dlopen'ed by memlens.Tracker, or linked) it is dormant and records
 // only spans, from memlens_start to memlens_stop, each into a capture of its own (docs/agent.md,
@@ -53,6 +55,11 @@ constexpr int kStopTimeoutMs = 10000;
 
 std::atomic<bool> g_initializing{false};
 bool g_after_exec = false;  // this image replaced the recorded one by exec: append
+// A descendant of a recorded process, recording into a capture of its own in this directory
+// (MEMLENS_FOLLOW_CHILDREN); empty: descendants stay passive.
+const char* g_follow_dir = nullptr;
+bool g_following_children = false;  // MEMLENS_FOLLOW_CHILDREN names a directory
+uint64_t g_recorded_ancestor = 0;  // a followed descendant's: MEMLENS_TRACKED as it inherited it
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
 bool g_preloaded = false;  // named in LD_PRELOAD: decided once, by InitializeOnce
@@ -236,6 +243,8 @@ void Start() {
   if (g_state.load() != kRecording || !g_preloaded) return;  // dormant until memlens_start
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
+  // Its parent was not recorded (a subshell that forked it): the capture names the one that was.
+  if (g_recorded_ancestor != process.ppid) process.recorded_parent = g_recorded_ancestor;
   g_pid = static_cast<pid_t>(process.pid);
   if (g_exchange) {  // memlens run writes the capture (hosted.h)
     setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
@@ -248,7 +257,9 @@ void Start() {
     real::ForgetDlError();
     return;
   }
-  std::string path = ExpandOutputPath(process);
+  std::string path = g_follow_dir ? ExpandOutputPath(process, (std::string(g_follow_dir) +
+                                                                "/%e-%p.mlens").c_str())
+                                   : ExpandOutputPath(process);
   // After an exec the capture goes on in the same file (docs/agent.md, "exec").
   bool append = false;
   std::string error;
@@ -285,6 +296,8 @@ void InitializeOnce() {
   }
   real::EnsureResolved();
   g_preloaded = PreloadNamesAgent(getenv("LD_PRELOAD"));
+  const char* follow = getenv("MEMLENS_FOLLOW_CHILDREN");
+  g_following_children = g_preloaded && follow && *follow == '/';
   if (!g_preloaded) {  // dlopen'ed or linked: nothing is recorded until a span starts
     t_in_hook = true;
     InitializeRecorder();
@@ -296,11 +309,24 @@ void InitializeOnce() {
   const char* tracked = getenv("MEMLENS_TRACKED");
   if (tracked && *tracked) {
     if (strtol(tracked, nullptr, 10) != static_cast<long>(getpid())) {
-      DropExchange();
-      g_state.store(kPassive);  // a descendant of the recorded process
-      return;
+      DropExchange();  // the exchange is the recorded process's alone
+      if (!FollowingChildren()) {
+        g_state.store(kPassive);  // a descendant of the recorded process
+        return;
+      }
+      // A descendant, recorded into a capture of its own. Copied: the program may change its
+      // environment before Start reads this.
+      static char dir[PATH_MAX];
+      if (strlen(follow) >= sizeof dir) {
+        g_state.store(kPassive);
+        return;
+      }
+      strcpy(dir, follow);
+      g_follow_dir = dir;
+      g_recorded_ancestor = strtoull(tracked, nullptr, 10);
+    } else {
+      g_after_exec = true;
     }
-    g_after_exec = true;
   }
   uint64_t rate, exact_from, seed;
   if (!ParseSetting(getenv("MEMLENS_SAMPLE_RATE"), &rate)) g_bad_setting = "MEMLENS_SAMPLE_RATE";
@@ -373,6 +399,7 @@ void ResumeAfterFailedExec() {
 }
 void StopBeforeExit(int status) { StopRecording(format::EndReason::kExit, status); }
 void FinishOnFatalSignal(int signo) { StopRecording(format::EndReason::kSignal, signo); }
+bool FollowingChildren() { return g_following_children; }
 bool RecordingHere() { return g_state.load() == kRecording && getpid() == g_pid; }
 
 namespace {

@@ -25,6 +25,10 @@ bool StopSpan(std::string* error);
 // Everything recorded before the call is in the span's capture file when it returns.
 void FlushSpan();
 
+// memlens run --follow-children: the processes this one starts record too, each into a capture
+// of its own, when they exec a program (docs/agent.md, "Processes").
+bool FollowingChildren();
+
 void NoteModulesChanged();
 void BeforeDlclose();  // lets the writer intern the closing library's frames first
 // exec: the capture is made whole for the new image; a failed exec resumes recording.

@@ -5,6 +5,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/model/capture.h"
+#include "analyzer/model/process_set.h"
 #include "analyzer/model/runtime_allocations.h"
 
 namespace memlens::cli {
@@ -101,6 +102,11 @@ bool LoadOrComplain(analyzer::Capture* capture, const analyzer::SnapshotSpec& sn
   replay.heap = filters.heap;
   std::string error;
   if (analyzer::LoadProfile(capture, snapshot, replay, profile, &error)) return true;
+  if (const size_t n = analyzer::CapturesIn(capture->path()).size()) {  // --follow-children's
+    error += ": it holds the captures of " + std::to_string(n) +
+             (n == 1 ? " process" : " processes") + " (memlens summary " + capture->path() +
+             " lists them); name one of them";
+  }
   Complain(error);
   return false;
 }

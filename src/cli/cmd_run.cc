@@ -40,6 +40,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/pyroscope.h"
+#include "analyzer/model/process_set.h"
 #include "analyzer/model/snapshot_index.h"
 #include "base/private_file.h"
 #include "cli/analysis_options.h"
@@ -62,6 +63,7 @@ struct RunOptions {
   bool python_stacks = false;
   bool sample = false;
   bool no_index = false;
+  bool follow_children = false;  // -o names a directory of captures, one a process
   std::string sample_rate;  // as given; empty: not given
   // --push URL (docs/push.md): every --push-every, a pprof to a Pyroscope server.
   std::string push_url, push_every = "60s", service;
@@ -402,6 +404,32 @@ class CaptureIndexer {
   std::future<bool> done_;
 };
 
+// The directory of a run with --follow-children: made (0700) when missing; one that exists
+// must hold no capture, so that no earlier run's processes mix with this one's.
+bool MakeRunDirectory(const std::string& path, std::string* error) {
+  if (path.find('%') != std::string::npos) {
+    *error = "--follow-children: -o names the run's directory: give a path without %";
+    return false;
+  }
+  if (mkdir(path.c_str(), 0700) == 0) return true;
+  struct stat st;
+  if (errno != EEXIST || lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = "--follow-children: cannot make the directory '" + path + "': " +
+             (errno == EEXIST ? "it exists and is not a directory" : strerror(errno));
+    return false;
+  }
+  if (!analyzer::CapturesIn(path).empty()) {
+    *error = "--follow-children: '" + path + "' already holds captures: give -o a new or "
+             "empty directory";
+    return false;
+  }
+  if (access(path.c_str(), W_OK | X_OK) != 0) {
+    *error = "--follow-children: cannot write in '" + path + "': " + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 int Run(const RunOptions& options, std::vector<std::string> command) {
   if (command.empty()) return Complain("run: no program given (usage: memlens run [-o FILE] -- PROGRAM [ARGS...])");
   std::string error;
@@ -436,9 +464,11 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     }
   }
   std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
+  const bool follow = options.follow_children;
+  if (follow && !output.empty() && !MakeRunDirectory(output, &error)) return Complain(error);
   // Captures are private (0600) and never written through a symbolic link planted at the path
   // (base/private_file.h).
-  if (!output.empty()) {
+  if (!output.empty() && !follow) {
     int probe = OpenPrivateFile(output.c_str(), O_CREAT);
     if (probe < 0) {
       const char* why = PrivateFileError(errno);
@@ -451,11 +481,18 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   // Like a shell: the terminal's ^C and ^\ reach the program; memlens waits for it to finish.
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
-  // The capture's path, the same for the child (which names it to the agent) and for us.
+  // The capture's path, the same for the child (which names it to the agent) and for us; with
+  // --follow-children, the program's capture in the run's directory, beside its descendants'.
+  const std::string name = "memlens-" + Basename(command[0]) + "-";
+  auto run_directory_of = [&](pid_t pid) {
+    return output.empty() ? AbsolutePath(name + std::to_string(pid)) : output;
+  };
   auto capture_of = [&](pid_t pid) {
-    return output.empty()
-               ? AbsolutePath("memlens-" + Basename(command[0]) + "-" + std::to_string(pid) + ".mlens")
-               : output;
+    if (follow) {
+      return run_directory_of(pid) + "/" + Basename(command[0]) + "-" + std::to_string(pid) +
+             ".mlens";
+    }
+    return output.empty() ? AbsolutePath(name + std::to_string(pid) + ".mlens") : output;
   };
   // The writer runs here, in memlens run, unless the capture's name is the agent's to expand
   // (a %e pattern), or it cannot (docs/agent.md, "The hosted writer"). MEMLENS_HOSTED_WRITER=0
@@ -465,7 +502,7 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   if (output.find('%') == std::string::npos && why_not_recorded.empty() &&
       !(hosted_setting && std::string(hosted_setting) == "0")) {
     struct stat st;
-    if (output.empty() || stat(output.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+    if (output.empty() || follow || stat(output.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
       hosted = HostedWriter::Create();
     }
   }
@@ -492,6 +529,11 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
       unsetenv("MEMLENS_SAMPLE_RATE");  // full tracing, whatever our own environment says
     }
     unsetenv("MEMLENS_TRACKED");  // we may run inside a recorded process ourselves
+    if (follow) {
+      setenv("MEMLENS_FOLLOW_CHILDREN", run_directory_of(getpid()).c_str(), 1);
+    } else {
+      unsetenv("MEMLENS_FOLLOW_CHILDREN");
+    }
     unsetenv("MEMLENS_EXCHANGE");
     if (hosted) hosted->PassToChild();
     const char* preload = getenv("LD_PRELOAD");
@@ -508,6 +550,12 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   signal(SIGTERM, ForwardSignal);
   signal(SIGHUP, ForwardSignal);
   close(gate[0]);
+  const std::string run_directory = run_directory_of(child);
+  if (follow && output.empty() && !MakeRunDirectory(run_directory, &error)) {
+    kill(child, SIGKILL);  // still at the gate: it never ran the program
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {}
+    return Complain(error);
+  }
   std::string capture = capture_of(child);
   // The file is emptied before the agent starts, so what the indexer reads is this run's.
   std::unique_ptr<CaptureIndexer> indexer;
@@ -535,15 +583,27 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
                  (!S_ISREG(st.st_mode) || st.st_size > 0);
   // The file made for following, when the program never ran: leave nothing behind.
   if (indexer && output.empty() && !written) unlink(capture.c_str());
+  // What was written, said once the program is gone. Descendants that outlive it go on
+  // writing their own captures in the run's directory.
+  auto say_written = [&] {
+    if (follow) {
+      size_t captures = analyzer::CapturesIn(run_directory).size();
+      std::cerr << "memlens: captures of " << captures << (captures == 1 ? " process" : " processes")
+                << " written to " << run_directory << "/ (memlens summary " << run_directory
+                << " lists them)\n";
+    } else if (written) {
+      std::cerr << "memlens: capture written to " << capture << "\n";
+    }
+  };
   if (WIFSIGNALED(status)) {
     int signo = WTERMSIG(status);
     std::cerr << "memlens: " << command[0] << " was killed by signal " << signo << " ("
               << strsignal(signo) << ")\n";
-    if (written) std::cerr << "memlens: capture written to " << capture << "\n";
+    say_written();
     return 128 + signo;
   }
-  if (written) {
-    std::cerr << "memlens: capture written to " << capture << "\n";
+  if (written || follow) {
+    say_written();
   } else if (WEXITSTATUS(status) != 127) {
     std::cerr << "memlens: no capture was written to " << capture << "\n";
   }
@@ -579,6 +639,13 @@ CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* progr
                   "recorded in full. MEMLENS_SAMPLE_SEED=N in the environment makes the samples\n"
                   "reproducible")
       ->type_name("BYTES");
+  cmd->add_flag("--follow-children", options->follow_children,
+                "record every process the program starts that runs a program of its own\n"
+                "(fork and exec, posix_spawn, system, subprocess, a shell's commands), and\n"
+                "their descendants, each into a capture of its own in one directory: -o DIR\n"
+                "(default memlens-PROGRAM-PID/). `memlens summary DIR` lists the processes;\n"
+                "every other view reads one of the captures. A forked child that runs no\n"
+                "other program is not recorded (docs/agent.md, \"Processes\")");
   cmd->add_flag("--no-index", options->no_index,
                 "do not index the capture while the program runs. By default, once the\n"
                 "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"
@@ -599,8 +666,8 @@ CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* progr
   cmd->footer(
       "The program's input, output and exit status pass through unchanged. The agent can also\n"
       "be loaded without this command: LD_PRELOAD=.../libmemlens.so MEMLENS_OUTPUT=FILE PROGRAM\n"
-      "(see docs/agent.md). A forked child is not recorded; an exec is followed into the same\n"
-      "capture, whose analysis describes the last program image.");
+      "(see docs/agent.md). An exec is followed into the same capture, whose analysis describes\n"
+      "the last program image; child processes are recorded with --follow-children.");
   return [options, program] { return Run(*options, *program); };
 }
 

@@ -13,6 +13,7 @@
 #include "analyzer/views/summary.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
+#include "cli/summary_of_run.h"
 
 namespace memlens::cli {
 namespace {
@@ -120,7 +121,7 @@ void PrintCustomHeaps(const Profile& p, uint64_t anomalies, StackResolver* resol
 std::string UnrecordedChildrenNote(const Profile& p, uint64_t children) {
   std::string note = FormatCount(children) +
                      (children == 1 ? " child process was" : " child processes were") +
-                     " not recorded (following children is not supported yet)";
+                     " not recorded (memlens run --follow-children records those that run a program)";
   const std::string& exe = p.process.executable;
   std::string name = exe.substr(exe.rfind('/') + 1);
   if (name == "bash" || name == "sh" || name == "dash" || name == "zsh") {
@@ -132,6 +133,7 @@ std::string UnrecordedChildrenNote(const Profile& p, uint64_t children) {
 }
 
 int Summary(const SummaryOptions& o) {
+  if (IsRunDirectory(o.common.capture)) return SummaryOfRun(o.common);
   Profile p;
   if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));

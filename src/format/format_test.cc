@@ -287,6 +287,34 @@ TEST(Records, SamplingThresholdAcrossVersions) {
   EXPECT_EQ(c.exact_froms, (std::vector<uint64_t>{kNoExactThreshold, kNoExactThreshold}));
 }
 
+// Format 9.1: a followed process whose parent was not recorded names its nearest recorded
+// ancestor inside agent_version, ahead of the Python-stacks mark, which still ends it.
+TEST(Records, RecordedParentRidesOnTheVersion) {
+  std::string payload;
+  RecordEncoder enc(&payload);
+  ProcessRecord plain{42, 7, 1, 2, "/bin/a", {"a"}, "0.1.0"};
+  ProcessRecord followed = plain;
+  followed.recorded_parent = 5;
+  ProcessRecord python_only = followed;
+  python_only.agent_version = std::string("0.1.0") + kPythonStacksMark;
+  for (const ProcessRecord* r : {&plain, &followed, &python_only}) enc.Process(*r);
+  Collector c;
+  std::string error;
+  ASSERT_TRUE(DecodeRecords(payload, &c, &error)) << error;
+  ASSERT_EQ(c.processes.size(), 3u);
+  EXPECT_EQ(c.processes[0].recorded_parent, 0u);
+  EXPECT_EQ(c.processes[0].agent_version, "0.1.0");
+  EXPECT_EQ(c.processes[1].recorded_parent, 5u);
+  EXPECT_EQ(c.processes[1].agent_version, "0.1.0");
+  EXPECT_EQ(c.processes[2].recorded_parent, 5u);
+  EXPECT_TRUE(PythonStacksOnly(c.processes[2]));
+  EXPECT_EQ(CodedAgentVersion(python_only), "0.1.0 recorded-parent=5 python-stacks");
+  ProcessRecord odd;  // a version that names no pid is left as it is
+  DecodeAgentVersion("0.1.0 recorded-parent=x", &odd);
+  EXPECT_EQ(odd.recorded_parent, 0u);
+  EXPECT_EQ(odd.agent_version, "0.1.0 recorded-parent=x");
+}
+
 TEST(Records, BatchCountsMustMatchTheColumns) {
   // Two batches claiming 5 events each, but one kind byte: rejected before any column is read.
   std::string lying = std::string(1, static_cast<char>(RecordType::kEvents)) +

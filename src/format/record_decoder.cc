@@ -320,7 +320,7 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         r.executable = c.String();
         uint64_t argc = c.Count(1);
         for (uint64_t i = 0; i < argc && c.ok(); ++i) r.argv.push_back(c.String());
-        r.agent_version = c.String();
+        DecodeAgentVersion(c.String(), &r);
         if (c.ok()) state->StartImage();
         if (c.ok()) v->OnProcess(r);
         break;
@@ -494,6 +494,28 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kProgramEnd: return "program end";
   }
   return "?";
+}
+
+std::string CodedAgentVersion(const ProcessRecord& p) {
+  if (p.recorded_parent == 0) return p.agent_version;
+  std::string version = p.agent_version;
+  const size_t at = PythonStacksOnly(p) ? version.size() - (sizeof(kPythonStacksMark) - 1)
+                                        : version.size();
+  version.insert(at, kRecordedParentMark + std::to_string(p.recorded_parent));
+  return version;
+}
+
+void DecodeAgentVersion(const std::string& coded, ProcessRecord* p) {
+  p->agent_version = coded;
+  p->recorded_parent = 0;
+  const size_t at = coded.find(kRecordedParentMark);
+  if (at == std::string::npos) return;
+  const size_t digits = at + sizeof(kRecordedParentMark) - 1;
+  size_t end = digits;
+  while (end < coded.size() && coded[end] >= '0' && coded[end] <= '9') ++end;
+  if (end == digits || end - digits > 19) return;  // not a pid: left in the version as it is
+  p->recorded_parent = std::stoull(coded.substr(digits, end - digits));
+  p->agent_version = coded.substr(0, at) + coded.substr(end);
 }
 
 const char* EndReasonName(EndReason reason) {

@@ -44,7 +44,7 @@ void RecordEncoder::Process(const ProcessRecord& r) {
   PutString(out_, r.executable);
   PutVarint(out_, r.argv.size());
   for (const auto& arg : r.argv) PutString(out_, arg);
-  PutString(out_, r.agent_version);
+  PutString(out_, CodedAgentVersion(r));
 }
 
 void RecordEncoder::Module(const ModuleRecord& r) {

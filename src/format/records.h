@@ -32,7 +32,7 @@ namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
 inline constexpr uint16_t kFormatMajor = 9;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;
 // The oldest major a reader still reads: 8.x differs only in its event batches (kEvents).
 inline constexpr uint16_t kOldestReadableMajor = 8;
 inline constexpr size_t kFileHeaderSize = 16;
@@ -185,7 +185,16 @@ struct ProcessRecord {
   std::string executable;
   std::vector<std::string> argv;
   std::string agent_version;  // 9.0: ends in kPythonStacksMark in Python-lines-only mode
+  // 9.1: the pid of the process's nearest recorded ancestor, when that is not its parent
+  // (memlens run --follow-children: a shell's subshell forked it, and only programs that exec
+  // are recorded); 0 otherwise. Coded inside agent_version (kRecordedParentMark), ahead of
+  // kPythonStacksMark, so that a 9.0 reader takes it for part of the version.
+  uint64_t recorded_parent = 0;
 };
+inline constexpr char kRecordedParentMark[] = " recorded-parent=";
+// agent_version as the capture holds it, and back (the decoder): the recorded parent in and out.
+std::string CodedAgentVersion(const ProcessRecord& p);
+void DecodeAgentVersion(const std::string& coded, ProcessRecord* p);
 // Appended to kProcess's agent_version by an agent recording Python lines only, without native
 // unwinding (memlens run --python-stacks): its stacks lack native frames on purpose.
 inline constexpr char kPythonStacksMark[] = " python-stacks";

@@ -64,8 +64,8 @@ def test_unrecorded_children_are_counted(record):
     assert r.analyze("summary")["process"]["unrecorded_children"] == 4
     assert r.row_at("children.c", "kept")["leaked_bytes"] == 100
     text = memlens("summary", r.capture).stdout
-    assert ("  children   4 child processes were not recorded (following children is not "
-            "supported yet)\n") in text
+    assert ("  children   4 child processes were not recorded (memlens run --follow-children "
+            "records those that run a program)\n") in text
 
 
 def test_a_single_fork_is_one_child(record):

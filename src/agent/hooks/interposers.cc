@@ -382,12 +382,13 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
   return rc;
 }
 
-// --- child processes: not recorded (docs/agent.md), but counted for the END record ----------
+// --- child processes: not recorded (docs/agent.md), but counted for the END record, unless
+// memlens run follows them (a child that execs records into a capture of its own) -----------
 
 namespace {
 // A spawn's result passed through, its child counted when it started one.
 int CountSpawned(int rc) {
-  if (rc == 0) memlens::agent::CountUnrecordedChild();
+  if (rc == 0 && !memlens::agent::FollowingChildren()) memlens::agent::CountUnrecordedChild();
   return rc;
 }
 }  // namespace
@@ -395,7 +396,7 @@ int CountSpawned(int rc) {
 __attribute__((visibility("default"))) pid_t fork(void) {
   Enter();
   pid_t pid = real::fork();
-  if (pid > 0) memlens::agent::CountUnrecordedChild();
+  if (pid > 0 && !memlens::agent::FollowingChildren()) memlens::agent::CountUnrecordedChild();
   return pid;
 }
 

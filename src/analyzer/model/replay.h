@@ -177,6 +177,9 @@ struct Profile {
   // The capture follows exec: the profile describes the last program image; these are the
   // command lines of the images it replaced, first first.
   std::vector<std::vector<std::string>> earlier_images;
+  // The first image's process record: when the process started, and its recorded parent
+  // (a run of memlens run --follow-children, process_set.h).
+  std::optional<format::ProcessRecord> first_image;
   uint64_t earlier_unrecorded_children = 0;  // those the images before the last one started
   // Child processes the recorded images started, none of them recorded (kEnd).
   uint64_t UnrecordedChildren() const {

@@ -26,6 +26,7 @@ Replayer::Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& op
 void Replayer::OnProcess(const format::ProcessRecord& r) {
   if (p_->has_process) StartOver();  // exec: the new image replaces the old one
   p_->process = r;
+  if (!p_->first_image) p_->first_image = r;
   p_->has_process = true;
 }
 
@@ -67,6 +68,7 @@ void Replayer::StartOver() {
   Profile fresh;
   fresh.path = p_->path;
   fresh.read = p_->read;
+  fresh.first_image = std::move(p_->first_image);
   fresh.earlier_images = std::move(p_->earlier_images);
   fresh.earlier_images.push_back(p_->process.argv);
   fresh.earlier_unrecorded_children = p_->UnrecordedChildren();

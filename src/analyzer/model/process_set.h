@@ -1,0 +1,36 @@
+// src/analyzer/model/process_set.h
+//
+// A run of several processes (`memlens run --follow-children`): a directory holding one capture
+// for each process, each capture's process record naming its parent's pid. CapturesIn lists
+// them; ProcessTree puts them in the order `memlens summary DIR` shows: each process after its
+// parent, brothers by start time.
+//
+// Runs on: the analyzer's main thread (and memlens run's, counting the captures at exit).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memlens::analyzer {
+
+// The captures (*.mlens) in `directory`, sorted by name; empty when there are none or it cannot
+// be read.
+std::vector<std::string> CapturesIn(const std::string& directory);
+
+struct ProcessNode {
+  uint64_t pid = 0;
+  uint64_t ppid = 0;
+  uint64_t start_ns = 0;  // wall clock when its recording started
+  static constexpr size_t kNoParent = SIZE_MAX;
+  size_t parent = kNoParent;  // filled by ProcessTree: index of its parent in the set
+  int depth = 0;              // filled by ProcessTree: 0 for a process whose parent is not in it
+};
+
+// Links each process to its parent (of the processes of pid `ppid`, the one that started last
+// before it, since a pid may be used again; else the first), and returns the indices in tree
+// order: each after its parent, brothers by start time.
+std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes);
+
+}  // namespace memlens::analyzer

@@ -1,0 +1,162 @@
+// src/cli/summary_of_run.cc
+//
+// `memlens summary DIR`, for the directory of a `memlens run --follow-children`: one row per
+// process (pid, parent, peak, in use at exit, allocated, duration, command), in tree order
+// (analyzer/model/process_set.h), and the run's total. Each capture is loaded as `memlens summary
+// CAPTURE` loads it, filters included; the other views read one capture of the run.
+#include <sys/stat.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "analyzer/export/format_units.h"
+#include "analyzer/export/json_writer.h"
+#include "analyzer/export/text_table.h"
+#include "analyzer/model/process_set.h"
+#include "cli/analysis_options.h"
+#include "cli/summary_of_run.h"
+
+namespace memlens::cli {
+namespace {
+
+using namespace analyzer;
+
+struct ProcessRow {
+  std::string capture;
+  Profile profile;
+  std::string error;  // the capture could not be read: only its name is shown
+};
+
+std::string EndNote(const Profile& p) {
+  if (p.end) return "";
+  return p.still_recording ? " (still recording)" : " (recording incomplete)";
+}
+
+}  // namespace
+
+bool IsRunDirectory(const std::string& argument) {
+  struct stat st;
+  return stat(argument.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int SummaryOfRun(const AnalysisOptions& o) {
+  const std::vector<std::string> captures = CapturesIn(o.capture);
+  if (captures.empty()) {
+    return Complain("'" + o.capture + "' is a directory without captures (*.mlens): give a "
+                    "capture, or the directory of a memlens run --follow-children");
+  }
+  std::vector<ProcessRow> rows(captures.size());
+  std::vector<ProcessNode> nodes(captures.size());
+  for (size_t i = 0; i < captures.size(); ++i) {
+    ProcessRow& row = rows[i];
+    row.capture = captures[i];
+    ReplayOptions replay;
+    replay.thread = o.filters.thread;
+    replay.heap = o.filters.heap;
+    if (LoadProfile(row.capture, SnapshotSpec{}, replay, &row.profile, &row.error)) {
+      StackResolver resolver(row.profile, StackOptionsOf(o.filters));
+      ApplyFilters(o.filters, &resolver, &row.profile);
+      // The process as it started, before any exec. A process whose parent was not recorded
+      // names its nearest recorded ancestor.
+      const Profile& loaded = row.profile;
+      const format::ProcessRecord& p = loaded.first_image ? *loaded.first_image : loaded.process;
+      nodes[i] = {p.pid, p.recorded_parent ? p.recorded_parent : p.ppid, p.start_realtime_ns};
+    }
+  }
+  const std::vector<size_t> order = ProcessTree(&nodes);
+  Totals total;
+  for (const ProcessRow& row : rows) {
+    const Totals& t = row.profile.totals;
+    total.allocations += t.allocations;
+    total.allocated_bytes += t.allocated_bytes;
+    total.peak_bytes += t.peak_bytes;  // each process's own peak: they need not coincide
+    total.in_use_bytes += t.in_use_bytes;
+    total.in_use_blocks += t.in_use_blocks;
+  }
+  if (o.json) {
+    JsonWriter json(std::cout);
+    json.BeginObject();
+    json.Field("run", o.capture);
+    json.Key("processes");
+    json.BeginArray();
+    for (size_t i : order) {
+      const ProcessRow& row = rows[i];
+      json.BeginObject();
+      json.Field("capture", row.capture);
+      if (!row.error.empty()) {
+        json.Field("error", row.error);
+        json.EndObject();
+        continue;
+      }
+      const Profile& p = row.profile;
+      json.Field("pid", p.process.pid);
+      json.Field("ppid", p.process.ppid);
+      json.Field("recorded_parent", nodes[i].ppid);  // ppid, or its nearest recorded ancestor
+      json.Key("parent_capture");  // null: its parent was not recorded (memlens run's child)
+      if (nodes[i].parent == ProcessNode::kNoParent) {
+        json.Null();
+      } else {
+        json.String(rows[nodes[i].parent].capture);
+      }
+      json.Field("depth", static_cast<uint64_t>(nodes[i].depth));
+      json.Key("argv");
+      json.BeginArray();
+      for (const std::string& arg : p.process.argv) json.String(arg);
+      json.EndArray();
+      json.Field("executable", p.process.executable);
+      json.Field("duration_s", p.DurationSeconds());
+      json.Field("complete", p.end.has_value());
+      json.Field("sample_rate", p.sample_rate);
+      WriteTotalsJson(&json, p);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.Key("total");  // sums over the processes; peak_bytes adds up each one's own peak
+    json.BeginObject();
+    json.Field("processes", static_cast<uint64_t>(rows.size()));
+    json.Field("allocations", total.allocations);
+    json.Field("allocated_bytes", total.allocated_bytes);
+    json.Field("peak_bytes", total.peak_bytes);
+    json.Field("in_use_bytes", total.in_use_bytes);
+    json.Field("in_use_blocks", total.in_use_blocks);
+    json.EndObject();
+    json.EndObject();
+    return 0;
+  }
+  std::cout << "memlens summary of the run in " << o.capture << ": " << rows.size()
+            << (rows.size() == 1 ? " process" : " processes") << "\n\n";
+  TextTable table;
+  for (const char* title : {"PID", "PARENT"}) table.AddColumn(title, TextTable::kRight);
+  for (const char* title : {"PEAK", "AT EXIT", "ALLOCATED", "ALLOCS", "DURATION"}) {
+    table.AddColumn(title, TextTable::kRight);
+  }
+  table.AddColumn("COMMAND", TextTable::kLeft);
+  for (size_t i : order) {
+    const ProcessRow& row = rows[i];
+    if (!row.error.empty()) {
+      table.AddRow({"?", "?", "", "", "", "", "", row.capture + ": " + row.error});
+      continue;
+    }
+    const Profile& p = row.profile;
+    const Totals& t = p.totals;
+    const ErrorScale errors{p.sample_rate};
+    table.AddRow({std::to_string(p.process.pid),
+                  nodes[i].parent == ProcessNode::kNoParent ? "-" : std::to_string(nodes[i].ppid),
+                  FormatBytesEstimate(t.peak_bytes, t.peak_bytes_var, errors),
+                  FormatBytesEstimate(t.in_use_bytes, t.in_use_bytes_var, errors),
+                  FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors),
+                  FormatCountEstimate(t.allocations, t.allocations_var, errors),
+                  FormatSeconds(p.DurationSeconds()),
+                  std::string(2 * nodes[i].depth, ' ') + ShellQuote(p.process.argv) + EndNote(p)});
+  }
+  table.AddRow({"total", "", FormatBytes(total.peak_bytes), FormatBytes(total.in_use_bytes),
+                FormatBytes(total.allocated_bytes), FormatCount(total.allocations), "",
+                "(PEAK: the sum of each process's own peak)"});
+  table.Print(std::cout);
+  std::cout << "\nEvery view reads one process's capture: memlens top " << rows[order[0]].capture
+            << "\n";
+  return 0;
+}
+
+}  // namespace memlens::cli

@@ -1,0 +1,133 @@
+"""memlens run --follow-children: every process the program starts that runs a program of its own
+is recorded into a capture of its own in the run's directory, linked to its parent; `memlens
+summary DIR` lists them (docs/agent.md, "Processes")."""
+import json
+import os
+import subprocess
+
+from conftest import MEMLENS, PROGRAMS, Recorded, memlens
+
+
+def run_following(tmp_path, *command, directory="run"):
+    run = tmp_path / directory
+    proc = subprocess.run([str(MEMLENS), "run", "--follow-children", "-o", str(run), "--",
+                           *map(str, command)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    return proc, run
+
+
+def processes(run):
+    out = memlens("summary", run, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_children_started_every_way_are_recorded_with_exact_figures(tmp_path):
+    """50 fork+exec children, one posix_spawn, one through system(): each capture holds exactly
+    the bytes its process leaked at its line, and names its parent; the fork that runs no
+    other program is not recorded."""
+    n = 50
+    proc, run = run_following(tmp_path, PROGRAMS / "spawns", n)
+    assert (proc.returncode, proc.stdout) == (0, f"spawned {n + 3}\n"), proc.stderr
+    summary = processes(run)
+    rows = summary["processes"]
+    parent = next(r for r in rows if r["argv"][1:] == [str(n)])
+    assert parent["depth"] == 0 and parent["parent_capture"] is None
+    assert Recorded(None, parent["capture"]).row_at("spawns.c", "parent_block")["leaked_bytes"] == 1000
+    assert Recorded(None, parent["capture"]).rows_at("spawns.c", "forked_only") == []
+    children = {int(r["argv"][2]): r for r in rows if r["argv"][1:2] == ["child"]}
+    assert sorted(children) == list(range(1, n + 3))
+    for k, child in children.items():
+        assert child["complete"], child
+        got = Recorded(None, child["capture"]).row_at("spawns.c", "child_block")["leaked_bytes"]
+        assert got == 100 * k, (k, child["capture"])
+        if k <= n + 1:  # fork+exec and posix_spawn: the program is the parent
+            assert child["parent_capture"] == parent["capture"] and child["ppid"] == parent["pid"]
+        else:  # system(): the shell in between is recorded too, and is the parent
+            shell = next(r for r in rows if r["capture"] == child["parent_capture"])
+            assert shell["parent_capture"] == parent["capture"]
+    # The program, its 52 children, the shell of system(); nothing else in the directory.
+    assert len(rows) == n + 4 and summary["total"]["processes"] == n + 4
+    assert sorted(p.name for p in run.iterdir() if p.suffix == ".mlens") == sorted(
+        os.path.basename(r["capture"]) for r in rows)
+    leaked = sum(100 * k for k in children) + 1000
+    assert summary["total"]["in_use_bytes"] >= leaked
+    # The parent's own summary no longer says its children went unrecorded.
+    assert Recorded(None, parent["capture"]).analyze("summary")["totals"].get("unrecorded_children", 0) == 0
+
+
+def test_a_shell_pipeline_and_the_text_table(tmp_path):
+    spawns = PROGRAMS / "spawns"
+    proc, run = run_following(tmp_path, "sh", "-c", f"'{spawns}' child 3 | '{spawns}' child 5")
+    assert proc.returncode == 0, proc.stderr
+    assert f"captures of 3 processes written to {run}/" in proc.stderr
+    rows = processes(run)["processes"]
+    shell = rows[0]
+    assert shell["argv"][0] == "sh" and shell["depth"] == 0
+    kids = sorted(rows[1:], key=lambda r: r["argv"][2])
+    assert [(r["argv"][2], r["depth"], r["parent_capture"]) for r in kids] == [
+        ("3", 1, shell["capture"]), ("5", 1, shell["capture"])]
+    for r, k in zip(kids, (3, 5)):
+        assert Recorded(None, r["capture"]).row_at("spawns.c", "child_block")["leaked_bytes"] == 100 * k
+    text = memlens("summary", run)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0] == f"memlens summary of the run in {run}: 3 processes"
+    assert any(line.rstrip().endswith(f"  {spawns} child 3") for line in lines), text.stdout
+    assert any(line.startswith("  total") for line in lines), text.stdout
+
+
+def test_a_python_program_and_its_python_child(tmp_path, python):
+    """subprocess.run of another interpreter: the child's bytearray at its own line."""
+    child = tmp_path / "child.py"
+    child.write_text("import sys\nkept = bytearray(3_000_000)  # @kept\nsys.exit(0)\n")
+    parent = tmp_path / "parent.py"
+    parent.write_text("import subprocess, sys\n"
+                      f"subprocess.run([sys.executable, {str(child)!r}], check=True)\n")
+    proc, run = run_following(tmp_path, python, parent)
+    assert proc.returncode == 0, proc.stderr
+    rows = processes(run)["processes"]
+    kid = next(r for r in rows if r["argv"][-1] == str(child))
+    top = Recorded(None, kid["capture"]).analyze("top", "--by", "line", "--limit", "1000")["rows"]
+    at = [r for r in top if r["site"]["file"] == str(child) and r["site"]["line"] == 2]
+    assert len(at) == 1 and at[0]["leaked_bytes"] >= 3_000_000, at
+    assert rows[0]["argv"][-1] == str(parent) and kid["depth"] >= 1
+
+
+def test_bad_run_directories_are_refused(tmp_path):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "old.mlens").write_text("x")
+    for target, message in ((used, "already holds captures"),
+                            (tmp_path / "a%p", "give a path without %")):
+        out = memlens("run", "--follow-children", "-o", target, "--", "true")
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert out.stdout == ""
+    not_dir = tmp_path / "file"
+    not_dir.write_text("")
+    out = memlens("run", "--follow-children", "-o", not_dir, "--", "true")
+    assert out.returncode == 2 and "is not a directory" in out.stderr, out.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = memlens("summary", empty)
+    assert out.returncode == 2 and "without captures" in out.stderr, out.stderr
+
+
+def test_the_default_directory_is_named_after_the_program(tmp_path):
+    out = subprocess.run([str(MEMLENS), "run", "--follow-children", "--", "true"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    made = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(made) == 1 and made[0].name.startswith("memlens-true-"), made
+    pid = made[0].name.rsplit("-", 1)[1]
+    captures = sorted(p.name for p in made[0].iterdir() if p.suffix == ".mlens")
+    assert captures == [f"true-{pid}.mlens"]  # the program's (its index may lie beside it)
+
+
+def test_other_views_name_the_run_and_its_captures(tmp_path):
+    proc, run = run_following(tmp_path, PROGRAMS / "spawns", 1)
+    assert proc.returncode == 0, proc.stderr
+    out = memlens("top", run)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == (f"memlens: '{run}' is a directory, not a capture: it holds the captures "
+                          f"of 5 processes (memlens summary {run} lists them); name one of them\n")
