@@ -149,7 +149,7 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
     back = mine.window_back;
   } else if (mine.Holds(1, address)) {
     back = 1;
-  } else if (!recent_.empty()) {
+  } else {
     const RecentSlot& slot = recent_[RecentIndex(address)];
     uint64_t guess = static_cast<uint32_t>(static_cast<uint32_t>(mine.added()) - slot.serial) + 1ull;
     if (slot.serial != 0 && slot.thread == batches_.back().first && mine.Holds(guess, address)) {
@@ -164,7 +164,6 @@ uint64_t RecordEncoder::BackReference(uint64_t address) {
 // The allocation, of this batch's thread and in reach, that ends where `address` starts, with
 // an address coded in full recently enough (as for reuses); *origin: that chunk.
 uint64_t RecordEncoder::Neighbour(uint64_t address, uint32_t* origin) {
-  if (ends_.empty()) return 0;
   const ThreadAllocations& mine = *batch_allocations_;
   const EndSlot& slot = ends_[EndIndex(address)];
   // The slot's serial is the allocation's full number, so its fields are that allocation's
@@ -181,10 +180,6 @@ void RecordEncoder::NoteAllocation(uint64_t address, uint64_t size, uint32_t ori
   mine.Add(address, size, origin);
   ++allocations_noted_;
   if (address == 0) return;
-  if (recent_.empty()) {
-    recent_.assign(size_t{1} << kRecentBits, RecentSlot{0, 0});
-    ends_.assign(size_t{1} << kEndBits, EndSlot{0, 0, 0, 0});
-  }
   const uint32_t thread = batches_.back().first;
   const uint64_t serial = mine.added();
   const uint32_t low = static_cast<uint32_t>(serial);
@@ -208,7 +203,7 @@ void RecordEncoder::AddEvent(const Event& e) {
   if (AddressChain(e.kind) == 0) {
     // Neighbour's slot, fetched while the reused blocks are searched (the table is too large
     // to stay in the cache).
-    if (!ends_.empty()) __builtin_prefetch(&ends_[EndIndex(e.address)]);
+    __builtin_prefetch(&ends_[EndIndex(e.address)]);
     // A block freed earlier in this chunk, unless its address was coded in full too long ago.
     const uint32_t size_class = ReuseClass(size);
     ReusedBlocks::Block block{e.address, chunk_};

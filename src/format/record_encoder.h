@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/byte_column.h"
+#include "base/zero_mapped_cache.h"
 #include "format/reachable_allocations.h"
 #include "format/records.h"
 
@@ -107,9 +108,9 @@ class RecordEncoder {
   uint64_t last_stack_ = 0;
   bool first_in_batch_ = true;
   bool batch_open_ = false;
-  std::vector<RecentSlot> recent_;  // 2^kRecentBits, or empty before the first allocation
+  ZeroMappedCache<RecentSlot, size_t{1} << kRecentBits> recent_;
   std::vector<size_t> block_starts_;
-  std::vector<EndSlot> ends_;       // 2^kEndBits, or empty before the first allocation
+  ZeroMappedCache<EndSlot, size_t{1} << kEndBits> ends_;
   std::unordered_map<uint32_t, ThreadAllocations> thread_allocations_;
   uint64_t stack_nodes_ = 0;  // of the image so far
   uint64_t allocations_noted_ = 0;  // by all threads: a new thread's list numbers from here

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "base/raw_mapping.h"
+#include "base/zero_mapped_cache.h"
 
 namespace memlens::agent {
 
@@ -61,40 +61,6 @@ class StackInterner {
   void ForgetPaths();
 
  private:
-  // A direct-mapped cache of kSlots entries whose all-zero entry is empty, mapped zero-filled:
-  // a page costs only once a slot on it is used (the writer is built on the program's thread
-  // as recording starts, where 2.2 MiB of zeros written up front cost some 560 page faults).
-  // Every hit is verified by the caller, so if the mapping fails one slot still gives right
-  // answers, only more slowly.
-  template <typename T, size_t kSlots>
-  class ZeroMappedCache {
-   public:
-    ZeroMappedCache() : slots_(static_cast<T*>(MapZeroed(kSlots * sizeof(T)))) {
-      if (slots_) {
-        mask_ = kSlots - 1;
-      } else {
-        slots_ = &fallback_;
-      }
-    }
-    ~ZeroMappedCache() {
-      if (slots_ != &fallback_) Unmap(slots_, kSlots * sizeof(T));
-    }
-    ZeroMappedCache(const ZeroMappedCache&) = delete;
-    ZeroMappedCache& operator=(const ZeroMappedCache&) = delete;
-    T& operator[](uint64_t key) { return slots_[key & mask_]; }
-    // Every slot empty again; the pages go back to the kernel.
-    void Clear() {
-      if (slots_ == &fallback_ || !RezeroMapping(slots_, kSlots * sizeof(T))) {
-        std::fill_n(slots_, mask_ + 1, T{});
-      }
-    }
-
-   private:
-    T* slots_;
-    uint64_t mask_ = 0;
-    T fallback_{};
-  };
-
   // A node in the table of children: its parent and frame, compared right there, so that a
   // lookup reads one slot (the table and a separate node list were two cache misses a frame).
   // Ids in 32 bits keep it as small as the id and node the two held: 4 billion nodes would
