@@ -55,10 +55,11 @@ constexpr int kStopTimeoutMs = 10000;
 
 std::atomic<bool> g_initializing{false};
 bool g_after_exec = false;  // this image replaced the recorded one by exec: append
-// A descendant of a recorded process, recording into a capture of its own in this directory
-// (MEMLENS_FOLLOW_CHILDREN); empty: descendants stay passive.
+// This process is a descendant of a recorded one, recording into a capture of its own in this
+// directory (MEMLENS_FOLLOW_CHILDREN); null otherwise.
 const char* g_follow_dir = nullptr;
-bool g_following_children = false;  // MEMLENS_FOLLOW_CHILDREN names a directory
+// MEMLENS_FOLLOW_CHILDREN names a directory: the processes this one starts record too.
+bool g_following_children = false;
 uint64_t g_recorded_ancestor = 0;  // a followed descendant's: MEMLENS_TRACKED as it inherited it
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
@@ -230,6 +231,26 @@ int OpenCapture(const std::string& path, bool try_append, bool* appended, std::s
   return OwnFd(fd);
 }
 
+// A followed descendant's capture, DIR/%e-%p.mlens, made anew: never one that exists, which
+// another process of the run wrote before its pid was used again (then DIR/%e-%p-2.mlens, ...).
+int OpenDescendantCapture(const format::ProcessRecord& process, std::string* path,
+                          std::string* error) {
+  const std::string pattern = std::string(g_follow_dir) + "/%e-%p";
+  const std::string stem = ExpandOutputPath(process, pattern.c_str());
+  for (int n = 1; n < 1000; ++n) {
+    *path = stem + (n == 1 ? "" : "-" + std::to_string(n)) + ".mlens";
+    int fd = OpenPrivateFile(path->c_str(), O_CREAT | O_EXCL);
+    if (fd >= 0) {
+      flock(fd, LOCK_EX | LOCK_NB);  // as OpenCapture: "still recording" while held
+      return OwnFd(fd);
+    }
+    if (errno != EEXIST) break;
+  }
+  const char* why = PrivateFileError(errno);
+  *error = "cannot write the capture '" + *path + "': " + (why ? why : strerror(errno));
+  return -1;
+}
+
 void Start() {
   InitializeOnce();
   if (g_bad_setting) {
@@ -257,13 +278,12 @@ void Start() {
     real::ForgetDlError();
     return;
   }
-  std::string path = g_follow_dir ? ExpandOutputPath(process, (std::string(g_follow_dir) +
-                                                                "/%e-%p.mlens").c_str())
-                                   : ExpandOutputPath(process);
+  std::string path = ExpandOutputPath(process);
   // After an exec the capture goes on in the same file (docs/agent.md, "exec").
   bool append = false;
   std::string error;
-  int slot = OpenCapture(path, g_after_exec, &append, &error);
+  int slot = g_follow_dir ? OpenDescendantCapture(process, &path, &error)
+                          : OpenCapture(path, g_after_exec, &append, &error);
   if (!error.empty()) {
     Say(error + "; not recording");
     g_state.store(kStopped);
@@ -317,7 +337,7 @@ void InitializeOnce() {
       // A descendant, recorded into a capture of its own. Copied: the program may change its
       // environment before Start reads this.
       static char dir[PATH_MAX];
-      if (strlen(follow) >= sizeof dir) {
+      if (strlen(follow) >= sizeof dir) {  // no path is that long: not memlens run's
         g_state.store(kPassive);
         return;
       }

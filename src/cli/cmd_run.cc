@@ -406,21 +406,30 @@ class CaptureIndexer {
 
 // The directory of a run with --follow-children: made (0700) when missing; one that exists
 // must hold no capture, so that no earlier run's processes mix with this one's.
-bool MakeRunDirectory(const std::string& path, std::string* error) {
+bool MakeRunDirectory(const std::string& path, bool* made, std::string* error) {
+  *made = false;
   if (path.find('%') != std::string::npos) {
     *error = "--follow-children: -o names the run's directory: give a path without %";
     return false;
   }
-  if (mkdir(path.c_str(), 0700) == 0) return true;
+  if (mkdir(path.c_str(), 0700) == 0) {
+    *made = true;
+    return true;
+  }
   struct stat st;
   if (errno != EEXIST || lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     *error = "--follow-children: cannot make the directory '" + path + "': " +
              (errno == EEXIST ? "it exists and is not a directory" : strerror(errno));
     return false;
   }
+  if (st.st_uid != geteuid()) {  // its owner could read or replace the captures
+    *error = "--follow-children: '" + path + "' belongs to another user: name a directory of "
+             "yours with -o";
+    return false;
+  }
   if (!analyzer::CapturesIn(path).empty()) {
-    *error = "--follow-children: '" + path + "' already holds captures: give -o a new or "
-             "empty directory";
+    *error = "--follow-children: '" + path + "' already holds captures: name a new or empty "
+             "directory with -o";
     return false;
   }
   if (access(path.c_str(), W_OK | X_OK) != 0) {
@@ -465,7 +474,10 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   }
   std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
   const bool follow = options.follow_children;
-  if (follow && !output.empty() && !MakeRunDirectory(output, &error)) return Complain(error);
+  bool made_directory = false;  // by this run: removed again if no process was recorded
+  if (follow && !output.empty() && !MakeRunDirectory(output, &made_directory, &error)) {
+    return Complain(error);
+  }
   // Captures are private (0600) and never written through a symbolic link planted at the path
   // (base/private_file.h).
   if (!output.empty() && !follow) {
@@ -551,7 +563,7 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   signal(SIGHUP, ForwardSignal);
   close(gate[0]);
   const std::string run_directory = run_directory_of(child);
-  if (follow && output.empty() && !MakeRunDirectory(run_directory, &error)) {
+  if (follow && output.empty() && !MakeRunDirectory(run_directory, &made_directory, &error)) {
     kill(child, SIGKILL);  // still at the gate: it never ran the program
     while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {}
     return Complain(error);
@@ -581,17 +593,21 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
   struct stat st;  // a FIFO or a device has no size to check; a link is never written through
   bool written = lstat(capture.c_str(), &st) == 0 && !S_ISLNK(st.st_mode) &&
                  (!S_ISREG(st.st_mode) || st.st_size > 0);
-  // The file made for following, when the program never ran: leave nothing behind.
-  if (indexer && output.empty() && !written) unlink(capture.c_str());
+  // The file made for following, when the program never ran: leave nothing behind (a run's
+  // directory that no process wrote in either).
+  if (indexer && (output.empty() || follow) && !written) unlink(capture.c_str());
+  const size_t captures = follow ? analyzer::CapturesIn(run_directory).size() : 0;
+  if (follow && captures == 0 && made_directory) rmdir(run_directory.c_str());
   // What was written, said once the program is gone. Descendants that outlive it go on
   // writing their own captures in the run's directory.
+  const bool any = follow ? captures > 0 : written;
   auto say_written = [&] {
+    if (!any) return;
     if (follow) {
-      size_t captures = analyzer::CapturesIn(run_directory).size();
       std::cerr << "memlens: captures of " << captures << (captures == 1 ? " process" : " processes")
                 << " written to " << run_directory << "/ (memlens summary " << run_directory
                 << " lists them)\n";
-    } else if (written) {
+    } else {
       std::cerr << "memlens: capture written to " << capture << "\n";
     }
   };
@@ -602,10 +618,11 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     say_written();
     return 128 + signo;
   }
-  if (written || follow) {
+  if (any) {
     say_written();
   } else if (WEXITSTATUS(status) != 127) {
-    std::cerr << "memlens: no capture was written to " << capture << "\n";
+    std::cerr << "memlens: no capture was written to " << (follow ? run_directory + "/" : capture)
+              << "\n";
   }
   return WEXITSTATUS(status);
 }

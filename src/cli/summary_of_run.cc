@@ -26,6 +26,10 @@ struct ProcessRow {
   std::string capture;
   Profile profile;
   std::string error;  // the capture could not be read: only its name is shown
+  // The process as it started, before any exec: its pid, parent and start.
+  const format::ProcessRecord& Started() const {
+    return profile.first_image ? *profile.first_image : profile.process;
+  }
 };
 
 std::string EndNote(const Profile& p) {
@@ -57,11 +61,10 @@ int SummaryOfRun(const AnalysisOptions& o) {
     if (LoadProfile(row.capture, SnapshotSpec{}, replay, &row.profile, &row.error)) {
       StackResolver resolver(row.profile, StackOptionsOf(o.filters));
       ApplyFilters(o.filters, &resolver, &row.profile);
-      // The process as it started, before any exec. A process whose parent was not recorded
-      // names its nearest recorded ancestor.
-      const Profile& loaded = row.profile;
-      const format::ProcessRecord& p = loaded.first_image ? *loaded.first_image : loaded.process;
-      nodes[i] = {p.pid, p.recorded_parent ? p.recorded_parent : p.ppid, p.start_realtime_ns};
+      // A process whose parent was not recorded names its nearest recorded ancestor.
+      const format::ProcessRecord& p = row.Started();
+      nodes[i] = {p.pid, p.recorded_parent ? p.recorded_parent : p.ppid, p.start_monotonic_ns,
+                  true};
     }
   }
   const std::vector<size_t> order = ProcessTree(&nodes);
@@ -90,8 +93,8 @@ int SummaryOfRun(const AnalysisOptions& o) {
         continue;
       }
       const Profile& p = row.profile;
-      json.Field("pid", p.process.pid);
-      json.Field("ppid", p.process.ppid);
+      json.Field("pid", row.Started().pid);
+      json.Field("ppid", row.Started().ppid);
       json.Field("recorded_parent", nodes[i].ppid);  // ppid, or its nearest recorded ancestor
       json.Key("parent_capture");  // null: its parent was not recorded (memlens run's child)
       if (nodes[i].parent == ProcessNode::kNoParent) {
@@ -141,7 +144,7 @@ int SummaryOfRun(const AnalysisOptions& o) {
     const Profile& p = row.profile;
     const Totals& t = p.totals;
     const ErrorScale errors{p.sample_rate};
-    table.AddRow({std::to_string(p.process.pid),
+    table.AddRow({std::to_string(row.Started().pid),
                   nodes[i].parent == ProcessNode::kNoParent ? "-" : std::to_string(nodes[i].ppid),
                   FormatBytesEstimate(t.peak_bytes, t.peak_bytes_var, errors),
                   FormatBytesEstimate(t.in_use_bytes, t.in_use_bytes_var, errors),
@@ -154,8 +157,10 @@ int SummaryOfRun(const AnalysisOptions& o) {
                 FormatBytes(total.allocated_bytes), FormatCount(total.allocations), "",
                 "(PEAK: the sum of each process's own peak)"});
   table.Print(std::cout);
-  std::cout << "\nEvery view reads one process's capture: memlens top " << rows[order[0]].capture
-            << "\n";
+  if (rows[order[0]].error.empty()) {
+    std::cout << "\nEvery view reads one process's capture: memlens top "
+              << rows[order[0]].capture << "\n";
+  }
   return 0;
 }
 

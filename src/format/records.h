@@ -15,7 +15,8 @@
 // free-threaded Python (kinds 42, 43) with the end of a Python program's own code (kind 58)
 // 8.0, and allocations coded as starting where a block in reach ends (the neighbours column,
 // record kEventColumns) 9.0, with kSampling's exact_from and the python-stacks mark of
-// kProcess's agent_version. Readers read their own major and 8.x (kOldestReadableMajor).
+// kProcess's agent_version; 9.1 codes a followed process's recorded parent inside
+// agent_version. Readers read their own major and 8.x (kOldestReadableMajor).
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below

@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from conftest import MEMLENS, PROGRAMS, Recorded, memlens
+from conftest import BUILD, MEMLENS, PROGRAMS, Recorded, memlens
 
 
 def run_following(tmp_path, *command, directory="run"):
@@ -43,11 +43,12 @@ def test_children_started_every_way_are_recorded_with_exact_figures(tmp_path):
         assert got == 100 * k, (k, child["capture"])
         if k <= n + 1:  # fork+exec and posix_spawn: the program is the parent
             assert child["parent_capture"] == parent["capture"] and child["ppid"] == parent["pid"]
-        else:  # system(): the shell in between is recorded too, and is the parent
-            shell = next(r for r in rows if r["capture"] == child["parent_capture"])
-            assert shell["parent_capture"] == parent["capture"]
-    # The program, its 52 children, the shell of system(); nothing else in the directory.
-    assert len(rows) == n + 4 and summary["total"]["processes"] == n + 4
+        else:  # system(): a shell that forks it (dash) is recorded too, and is its parent; one
+            # that execs it (bash) is the same process, its first image
+            above = next(r for r in rows if r["capture"] == child["parent_capture"])
+            assert parent["capture"] in (above["capture"], above["parent_capture"])
+    # The program, its 52 children and the shell of system() when it forked; nothing else.
+    assert len(rows) in (n + 3, n + 4) and summary["total"]["processes"] == len(rows)
     assert sorted(p.name for p in run.iterdir() if p.suffix == ".mlens") == sorted(
         os.path.basename(r["capture"]) for r in rows)
     leaked = sum(100 * k for k in children) + 1000
@@ -75,6 +76,49 @@ def test_a_shell_pipeline_and_the_text_table(tmp_path):
     assert lines[0] == f"memlens summary of the run in {run}: 3 processes"
     assert any(line.rstrip().endswith(f"  {spawns} child 3") for line in lines), text.stdout
     assert any(line.startswith("  total") for line in lines), text.stdout
+
+
+def test_a_subshells_child_and_an_execd_parent_keep_the_tree(tmp_path):
+    """A child forked by a subshell (not recorded) names the shell as its recorded parent; a
+    shell that runs a child and then execs keeps the child under it, though its last image
+    started after the child."""
+    spawns = PROGRAMS / "spawns"
+    proc, run = run_following(tmp_path, "sh", "-c",
+                              f"('{spawns}' child 1; true); '{spawns}' child 2; "
+                              f"exec '{spawns}' child 3")
+    assert proc.returncode == 0, proc.stderr
+    rows = processes(run)["processes"]
+    assert len(rows) == 3, rows
+    shell, kids = rows[0], {r["argv"][2]: r for r in rows[1:]}
+    assert shell["argv"][1:] == ["child", "3"] and shell["depth"] == 0  # exec'd into child 3
+    assert sorted(kids) == ["1", "2"]
+    subshell_child = kids["1"]
+    assert subshell_child["ppid"] != shell["pid"]  # the subshell's pid
+    assert subshell_child["recorded_parent"] == shell["pid"]
+    for kid in kids.values():
+        assert kid["parent_capture"] == shell["capture"] and kid["depth"] == 1, kid
+    captures = {r["argv"][2]: Recorded(None, r["capture"]) for r in rows}
+    for k in ("1", "2", "3"):
+        assert captures[k].row_at("spawns.c", "child_block")["leaked_bytes"] == 100 * int(k)
+
+
+def test_a_pid_used_again_never_empties_an_earlier_capture(tmp_path):
+    """A descendant whose capture name is taken (a process of the run had its pid before)
+    writes NAME-PID-2.mlens and leaves the earlier capture as it was. The shell's pid is the
+    program's after its exec: the shell makes the taken name, then execs the program with the
+    agent preloaded, as a followed descendant of pid 1."""
+    run = tmp_path / "run"
+    run.mkdir()
+    agent = BUILD / "lib" / "libmemlens.so"
+    script = (f'printf earlier > "{run}/spawns-$$.mlens"; echo $$; '
+              f'LD_PRELOAD={agent} MEMLENS_TRACKED=1 MEMLENS_FOLLOW_CHILDREN={run} '
+              f'exec {PROGRAMS / "spawns"} child 5')
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    pid = out.stdout.strip()
+    assert (run / f"spawns-{pid}.mlens").read_text() == "earlier"
+    later = Recorded(None, run / f"spawns-{pid}-2.mlens")
+    assert later.row_at("spawns.c", "child_block")["leaked_bytes"] == 500
 
 
 def test_a_python_program_and_its_python_child(tmp_path, python):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 #include <string_view>
 
 namespace memlens::analyzer {
@@ -28,24 +29,24 @@ std::vector<std::string> CapturesIn(const std::string& directory) {
 
 std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes) {
   std::vector<ProcessNode>& n = *nodes;
-  std::vector<size_t> by_start(n.size());
-  for (size_t i = 0; i < n.size(); ++i) by_start[i] = i;
-  std::stable_sort(by_start.begin(), by_start.end(),
-                   [&](size_t a, size_t b) { return n[a].start_ns < n[b].start_ns; });
-  // The parent is the process of that pid that started last before the child, else (clocks
-  // stepped back) the first of that pid.
+  std::vector<size_t> by_start;
   for (size_t i = 0; i < n.size(); ++i) {
     n[i].parent = ProcessNode::kNoParent;
-    size_t first = ProcessNode::kNoParent;
-    for (size_t j : by_start) {
-      if (j == i || n[j].pid != n[i].ppid) continue;
-      if (first == ProcessNode::kNoParent) first = j;
-      if (n[j].start_ns <= n[i].start_ns) n[i].parent = j;
-    }
-    if (n[i].parent == ProcessNode::kNoParent) n[i].parent = first;
+    n[i].depth = 0;
+    if (n[i].known) by_start.push_back(i);
   }
+  std::stable_sort(by_start.begin(), by_start.end(),
+                   [&](size_t a, size_t b) { return n[a].start_ns < n[b].start_ns; });
+  std::unordered_map<uint64_t, std::vector<size_t>> by_pid;  // each in order of start
+  for (size_t i : by_start) by_pid[n[i].pid].push_back(i);
   std::vector<std::vector<size_t>> children(n.size());
   for (size_t i : by_start) {
+    auto same_pid = by_pid.find(n[i].ppid);
+    if (same_pid == by_pid.end()) continue;
+    for (size_t j : same_pid->second) {  // the last of them to start before it
+      if (n[j].start_ns > n[i].start_ns) break;
+      if (j != i) n[i].parent = j;
+    }
     if (n[i].parent != ProcessNode::kNoParent) children[n[i].parent].push_back(i);
   }
   std::vector<size_t> order;
@@ -61,11 +62,14 @@ std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes) {
   for (size_t i : by_start) {
     if (n[i].parent == ProcessNode::kNoParent) visit(i, 0);
   }
-  for (size_t i : by_start) {  // pids used again can make a loop: its first process is a root
+  for (size_t i : by_start) {  // one started at the same moment as its parent's parent: a loop
     if (!seen[i]) {
       n[i].parent = ProcessNode::kNoParent;
       visit(i, 0);
     }
+  }
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].known) order.push_back(i);
   }
   return order;
 }

@@ -22,15 +22,16 @@ std::vector<std::string> CapturesIn(const std::string& directory);
 struct ProcessNode {
   uint64_t pid = 0;
   uint64_t ppid = 0;
-  uint64_t start_ns = 0;  // wall clock when its recording started
+  uint64_t start_ns = 0;  // CLOCK_MONOTONIC when its recording started (its first image's)
+  bool known = false;     // false: its capture could not be read; listed last, linked to none
   static constexpr size_t kNoParent = SIZE_MAX;
   size_t parent = kNoParent;  // filled by ProcessTree: index of its parent in the set
   int depth = 0;              // filled by ProcessTree: 0 for a process whose parent is not in it
 };
 
-// Links each process to its parent (of the processes of pid `ppid`, the one that started last
-// before it, since a pid may be used again; else the first), and returns the indices in tree
-// order: each after its parent, brothers by start time.
+// Links each known process to its parent (of the known processes of pid `ppid`, the one that
+// started last before it, since a pid may be used again), and returns the indices in tree
+// order: each after its parent, brothers by start time; the unknown ones at the end.
 std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes);
 
 }  // namespace memlens::analyzer

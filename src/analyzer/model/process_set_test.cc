@@ -1,6 +1,6 @@
 // The tree of a run's processes (process_set.h): each after its parent, brothers by start; a
-// pid used again belongs to whoever started last before the child; a parent that exec'd (its
-// capture's start is its first image's, given here) still comes first; loops end.
+// pid used again belongs to whoever started last before the child, and never to one that
+// started after it; unreadable captures come last; loops end.
 #include "analyzer/model/process_set.h"
 
 #include <gtest/gtest.h>
@@ -14,15 +14,22 @@ namespace {
 
 TEST(ProcessSet, TreeOrderParentsAndDepths) {
   std::vector<ProcessNode> nodes = {
-      {20, 10, 300},  // 0: child of 1 (pid 10 started at 100, before it)
-      {10, 1, 100},   // 1: root (pid 1 is not in the set)
-      {30, 10, 200},  // 2: child of 1, started before 0
-      {40, 30, 250},  // 3: child of 2
-      {10, 1, 400},   // 4: pid 10 again, a root
-      {50, 10, 500},  // 5: child of 4: the pid 10 that started last before it
+      {20, 10, 300, true},  // 0: child of 1 (pid 10 started at 100, before it)
+      {10, 1, 100, true},   // 1: root (pid 1 is not in the set)
+      {30, 10, 200, true},  // 2: child of 1, started before 0
+      {40, 30, 250, true},  // 3: child of 2
+      {10, 1, 400, true},   // 4: pid 10 again, a root
+      {50, 10, 500, true},  // 5: child of 4: the pid 10 that started last before it
+      {60, 70, 50, true},   // 6: its parent's pid is used only later (by 7): a root
+      {70, 1, 600, true},   // 7: a root
+      {0, 0, 0, false},     // 8: an unreadable capture: last, linked to nothing
+      {80, 0, 700, true},   // 9: ppid 0 (as 8's pid): still a root
   };
   std::vector<size_t> order = ProcessTree(&nodes);
-  EXPECT_EQ(order, (std::vector<size_t>{1, 2, 3, 0, 4, 5}));
+  EXPECT_EQ(order, (std::vector<size_t>{6, 1, 2, 3, 0, 4, 5, 7, 9, 8}));
+  EXPECT_EQ(nodes[6].parent, ProcessNode::kNoParent);
+  EXPECT_EQ(nodes[8].parent, ProcessNode::kNoParent);
+  EXPECT_EQ(nodes[9].parent, ProcessNode::kNoParent);
   EXPECT_EQ(nodes[0].parent, 1u);
   EXPECT_EQ(nodes[3].parent, 2u);
   EXPECT_EQ(nodes[5].parent, 4u);
@@ -32,7 +39,7 @@ TEST(ProcessSet, TreeOrderParentsAndDepths) {
 }
 
 TEST(ProcessSet, APidLoopStillListsEveryProcess) {
-  std::vector<ProcessNode> nodes = {{1, 2, 100}, {2, 1, 100}};  // each the other's parent
+  std::vector<ProcessNode> nodes = {{1, 2, 100, true}, {2, 1, 100, true}};  // each the other's
   std::vector<size_t> order = ProcessTree(&nodes);
   ASSERT_EQ(order.size(), 2u);
   EXPECT_NE(order[0], order[1]);

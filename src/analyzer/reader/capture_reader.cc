@@ -103,7 +103,7 @@ class OrderingVisitor final : public format::RecordVisitor {
 // too (every event delivered), onto a tape the caller plays: decoding was a third of the
 // caller's work. A read whose chunks' decoding depends on the replay (a snapshot's, which
 // stops where the replay says) decodes on the caller's thread instead, and so does one that
-// follows a capture being written.
+// follows a capture being written until its writer is done.
 class ChunkPrefetcher {
  public:
   struct Item {
@@ -319,6 +319,7 @@ bool ReadCapture(const std::string& path, format::RecordVisitor* visitor, ReadSt
       std::string metadata;  // of the records delivered, even when a corrupt one follows them
       bool decoded;
       if (chunk.decoded) {
+        ++status->chunks_decoded_ahead;
         chunk.tape.PlayTo(&ordering);
         decoded = chunk.decode_ok;
         why = std::move(chunk.decode_error);

@@ -29,6 +29,7 @@ struct ReadStatus {
   std::string damage;       // empty, or what stopped the reading early
   uint64_t bytes_read = 0;
   uint64_t missing_events = 0;  // sequence numbers never seen
+  uint64_t chunks_decoded_ahead = 0;  // on the prefetching thread (the rest on the caller's)
 };
 
 // Reading part of a capture, for a replay resumed from a checkpoint of the snapshot index:
