@@ -265,6 +265,10 @@ CommandRunner AddSummaryCommand(CLI::App* cmd) {
   auto o = std::make_shared<SummaryOptions>();
   AddAnalysisOptions(cmd, &o->common, /*filters=*/true);
   cmd->add_option("--limit", o->limit, "sites listed per table")->capture_default_str();
+  cmd->footer(
+      "The capture may also be the directory of a `memlens run --follow-children` run: the\n"
+      "summary then lists its processes as a tree (pid, parent, peak, in use at exit,\n"
+      "allocated, duration, command) with their totals; every other view reads one capture.");
   return [o] { return Summary(*o); };
 }
 
