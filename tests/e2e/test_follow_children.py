@@ -175,3 +175,37 @@ def test_other_views_name_the_run_and_its_captures(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == (f"memlens: '{run}' is a directory, not a capture: it holds the captures "
                           f"of 5 processes (memlens summary {run} lists them); name one of them\n")
+
+
+def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
+    """multiprocessing's spawn method: the workers are interpreters of their own, recorded, under
+    the program; the four tasks' bytearrays (kept by whichever worker ran each) add up, over the
+    workers' captures, to exactly what the tasks asked for at the line that made them."""
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "kept = []\n"
+        "def work(n):\n"
+        "    kept.append(bytearray(n))  # @work\n"
+        "    return n\n"
+        "if __name__ == '__main__':\n"
+        "    pool = mp.get_context('spawn').Pool(2)\n"
+        "    print(sum(pool.map(work, [1_000_000, 2_000_000, 3_000_000, 4_000_000], chunksize=1)))\n"
+        "    pool.close()\n"
+        "    pool.join()\n")
+    proc, run = run_following(tmp_path, python, script)
+    assert (proc.returncode, proc.stdout) == (0, "10000000\n"), proc.stderr
+    rows = processes(run)["processes"]
+    program = rows[0]
+    assert program["argv"][-1] == str(script)
+    workers = [r for r in rows if any("multiprocessing.spawn" in a for a in r["argv"])]
+    assert len(workers) == 2, [r["argv"] for r in rows]
+    leaked = 0
+    for worker in workers:
+        assert worker["parent_capture"] == program["capture"] and worker["complete"], worker
+        top = Recorded(None, worker["capture"]).analyze("top", "--by", "line", "--limit", "100000")
+        leaked += sum(r["leaked_bytes"] for r in top["rows"]
+                      if r["site"]["file"] == str(script) and r["site"]["line"] == 4)
+    # Each task's buffer is n + 1 bytes (a bytearray ends in a NUL); beside them at that line,
+    # the four objects and the list of them growing: a few hundred bytes.
+    assert 10_000_004 < leaked < 10_000_004 + 4096, leaked
