@@ -208,14 +208,8 @@ bool PreloadNamesAgent(const char* preload) {
   return false;
 }
 
-// Opens the capture at `path` for the writer: appended to when try_append and it exists (the
-// image an exec brought), else created anew. Private, and never through a symbolic link
-// (base/private_file.h). Returns its owned slot (owned_fds.h: at a high number, out of the
-// program's way; -1 when none is free), or sets *error.
-int OpenCapture(const std::string& path, bool try_append, bool* appended, std::string* error) {
-  int fd = try_append ? OpenPrivateFile(path.c_str(), O_APPEND) : -1;
-  *appended = fd >= 0;
-  if (!*appended) fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
+// The capture just opened (fd, or -1 with errno): locked and owned, or *error set.
+int TakeCapture(int fd, const std::string& path, std::string* error) {
   if (fd < 0) {
     const char* why = PrivateFileError(errno);
     *error = "cannot write the capture '" + path + "': " + (why ? why : strerror(errno));
@@ -224,11 +218,22 @@ int OpenCapture(const std::string& path, bool try_append, bool* appended, std::s
   // While this lock is held (until the writer closes the file, or the process dies), `summary`
   // says "still recording" rather than "killed". An exec'd image takes it again.
   flock(fd, LOCK_EX | LOCK_NB);
+  return OwnFd(fd);
+}
+
+// Opens the capture at `path` for the writer: appended to when try_append and it exists (the
+// image an exec brought), else created anew. Private, and never through a symbolic link
+// (base/private_file.h). Returns its owned slot (owned_fds.h: at a high number, out of the
+// program's way; -1 when none is free), or sets *error.
+int OpenCapture(const std::string& path, bool try_append, bool* appended, std::string* error) {
+  int fd = try_append ? OpenPrivateFile(path.c_str(), O_APPEND) : -1;
+  *appended = fd >= 0;
+  if (!*appended) fd = OpenPrivateFile(path.c_str(), O_CREAT | O_TRUNC);
   struct stat st;
-  if (!*appended && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  if (fd >= 0 && !*appended && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
     unlink((path + ".index").c_str());  // a new capture: the index beside it was the old one's
   }
-  return OwnFd(fd);
+  return TakeCapture(fd, path, error);
 }
 
 // A followed descendant's capture, DIR/%e-%p.mlens, made anew: never one that exists, which
@@ -237,18 +242,13 @@ int OpenDescendantCapture(const format::ProcessRecord& process, std::string* pat
                           std::string* error) {
   const std::string pattern = std::string(g_follow_dir) + "/%e-%p";
   const std::string stem = ExpandOutputPath(process, pattern.c_str());
-  for (int n = 1; n < 1000; ++n) {
+  int fd = -1;
+  for (int n = 1; fd < 0 && n < 1000; ++n) {
     *path = stem + (n == 1 ? "" : "-" + std::to_string(n)) + ".mlens";
-    int fd = OpenPrivateFile(path->c_str(), O_CREAT | O_EXCL);
-    if (fd >= 0) {
-      flock(fd, LOCK_EX | LOCK_NB);  // as OpenCapture: "still recording" while held
-      return OwnFd(fd);
-    }
-    if (errno != EEXIST) break;
+    fd = OpenPrivateFile(path->c_str(), O_CREAT | O_EXCL);
+    if (fd < 0 && errno != EEXIST) break;
   }
-  const char* why = PrivateFileError(errno);
-  *error = "cannot write the capture '" + *path + "': " + (why ? why : strerror(errno));
-  return -1;
+  return TakeCapture(fd, *path, error);
 }
 
 void Start() {
@@ -265,7 +265,9 @@ void Start() {
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
   // Its parent was not recorded (a subshell that forked it): the capture names the one that was.
-  if (g_recorded_ancestor != process.ppid) process.recorded_parent = g_recorded_ancestor;
+  if (g_follow_dir && g_recorded_ancestor != process.ppid) {
+    process.recorded_parent = g_recorded_ancestor;
+  }
   g_pid = static_cast<pid_t>(process.pid);
   if (g_exchange) {  // memlens run writes the capture (hosted.h)
     setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
@@ -278,12 +280,13 @@ void Start() {
     real::ForgetDlError();
     return;
   }
-  std::string path = ExpandOutputPath(process);
   // After an exec the capture goes on in the same file (docs/agent.md, "exec").
+  std::string path;
   bool append = false;
   std::string error;
   int slot = g_follow_dir ? OpenDescendantCapture(process, &path, &error)
-                          : OpenCapture(path, g_after_exec, &append, &error);
+                          : OpenCapture(path = ExpandOutputPath(process), g_after_exec, &append,
+                                        &error);
   if (!error.empty()) {
     Say(error + "; not recording");
     g_state.store(kStopped);

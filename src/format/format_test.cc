@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/byte_column.h"
+#include "base/memory_file.h"
 #include "base/varint.h"
 #include "format/chunk.h"
 #include "format/record_decoder.h"
@@ -978,25 +979,16 @@ TEST(EventBatches, GroupedDeliveryGivesTheSameEvents) {
   ExpectSameEvents(grouped_before_damage.events, before_damage.events);
 }
 
-std::string WriteTemp(const std::string& bytes) {
-  char path[] = "/tmp/memlens-format-test-XXXXXX";
-  int fd = mkstemp(path);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  close(fd);
-  return path;
-}
-
 ChunkReader::Result ReadOne(const std::string& bytes, std::string* payload, std::string* error,
                             bool* header_ok) {
-  std::string path = WriteTemp(bytes);
-  std::FILE* f = std::fopen(path.c_str(), "rb");
+  MemoryFile file(bytes);
+  EXPECT_TRUE(file.ok());
+  std::FILE* f = std::fopen(file.path().c_str(), "rb");
   ChunkReader reader(f);
   uint16_t major, minor;
   *header_ok = reader.ReadFileHeader(&major, &minor, error);
   auto result = *header_ok ? reader.Next(payload, error) : ChunkReader::Result::kCorrupt;
   std::fclose(f);
-  std::remove(path.c_str());
   return result;
 }
 

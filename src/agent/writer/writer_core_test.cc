@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analyzer/reader/capture_reader.h"
+#include "base/memory_file.h"
 
 namespace memlens::agent {
 namespace {
@@ -113,17 +114,12 @@ TEST(WriterCheckedRing, ScribbledIdsAreNeitherIndexedNorSized) {
 
   EXPECT_EQ(io.strings_described, std::vector<uint64_t>{5});  // the one real id
   EXPECT_TRUE(io.codes_described.empty());
-  // The reader takes a path: the capture in a memory file, named through /proc.
-  int fd = memfd_create("writer_core_test", MFD_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, io.capture.data(), io.capture.size()),
-            static_cast<ssize_t>(io.capture.size()));
+  MemoryFile capture(io.capture);  // the reader takes a path
+  ASSERT_TRUE(capture.ok());
   Count count;
   analyzer::ReadStatus status;
   std::string error;
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  ASSERT_TRUE(analyzer::ReadCapture(path, &count, &status, &error)) << error;
-  close(fd);
+  ASSERT_TRUE(analyzer::ReadCapture(capture.path(), &count, &status, &error)) << error;
   EXPECT_EQ(count.seqs, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(count.end_events, 5u);
 }

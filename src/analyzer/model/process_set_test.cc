@@ -4,6 +4,7 @@
 #include "analyzer/model/process_set.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,9 +47,8 @@ TEST(ProcessSet, APidLoopStillListsEveryProcess) {
 }
 
 TEST(ProcessSet, CapturesAreTheDirectorysMlensFilesByName) {
-  char dir[] = "/tmp/memlens-process-set-XXXXXX";
-  ASSERT_TRUE(mkdtemp(dir));
-  const std::string base = dir;
+  const std::string base = testing::TempDir() + "memlens-process-set-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(base.c_str(), 0700), 0);
   for (const char* name : {"b-2.mlens", "a-1.mlens", "a-1.mlens.index", "notes.txt"}) {
     std::ofstream(base + "/" + name) << "x";
   }
@@ -57,7 +57,7 @@ TEST(ProcessSet, CapturesAreTheDirectorysMlensFilesByName) {
   for (const char* name : {"b-2.mlens", "a-1.mlens", "a-1.mlens.index", "notes.txt"}) {
     std::remove((base + "/" + name).c_str());
   }
-  rmdir(dir);
+  rmdir(base.c_str());
 }
 
 }  // namespace

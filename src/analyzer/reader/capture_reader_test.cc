@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/memory_file.h"
 #include "format/chunk.h"
 #include "format/record_encoder.h"
 
@@ -112,15 +113,12 @@ void ReadWith(const std::string& path, bool on_caller, Read* read) {
 }
 
 TEST(CaptureReader, DecodingAheadDeliversWhatDecodingOnTheCallerDoes) {
-  char path[] = "/tmp/memlens-reader-test-XXXXXX";
-  int fd = mkstemp(path);
-  std::string bytes = Capture();
-  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  close(fd);
+  MemoryFile file(Capture());
+  ASSERT_TRUE(file.ok());
   for (bool hints : {false, true}) {
     Read ahead{Log(hints), {}}, caller{Log(hints), {}};
-    ReadWith(path, /*on_caller=*/false, &ahead);
-    ReadWith(path, /*on_caller=*/true, &caller);
+    ReadWith(file.path(), /*on_caller=*/false, &ahead);
+    ReadWith(file.path(), /*on_caller=*/true, &caller);
     EXPECT_EQ(ahead.log.events, 18000u);  // the third chunk's events precede the damage
     EXPECT_EQ(ahead.log.lines, caller.log.lines);
     // Hints are advice: the tape hands events on in longer runs than the decoder's groups, so
@@ -131,7 +129,6 @@ TEST(CaptureReader, DecodingAheadDeliversWhatDecodingOnTheCallerDoes) {
     EXPECT_EQ(ahead.status.damage, caller.status.damage);
     EXPECT_EQ(ahead.status.bytes_read, caller.status.bytes_read);
   }
-  std::remove(path);
 }
 
 // Reports, on the reading thread, once it has heard `events` events.
@@ -163,9 +160,8 @@ class LogUntil final : public format::RecordVisitor {
 TEST(CaptureReader, AFollowedReadDecodesAheadOnceTheWriterIsDone) {
   std::vector<size_t> ends;
   const std::string bytes = Capture(/*chunks=*/6, /*damaged=*/false, &ends);
-  char path[] = "/tmp/memlens-reader-test-XXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_EQ(write(fd, bytes.data(), ends[1]), static_cast<ssize_t>(ends[1]));
+  MemoryFile file(std::string_view(bytes).substr(0, ends[1]));
+  ASSERT_TRUE(file.ok());
   std::atomic<int> follow{kWriterRunning};
   Log followed(false);
   std::promise<void> heard;
@@ -175,18 +171,17 @@ TEST(CaptureReader, AFollowedReadDecodesAheadOnceTheWriterIsDone) {
     ReadOptions options;
     options.follow = &follow;
     std::string error;
-    EXPECT_TRUE(ReadCapture(path, &visitor, &status, &error, options)) << error;
+    EXPECT_TRUE(ReadCapture(file.path(), &visitor, &status, &error, options)) << error;
   });
   // The prefetcher waits at the end of the file, in the read that gets the third chunk, with
   // its decision to leave that one to the caller taken; the rest come as the writer is done.
   ASSERT_EQ(heard.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  ASSERT_EQ(write(fd, bytes.data() + ends[1], bytes.size() - ends[1]),
-            static_cast<ssize_t>(bytes.size() - ends[1]));
+  file.Append(std::string_view(bytes).substr(ends[1]));
+  ASSERT_TRUE(file.ok());
   follow.store(kWriterDone);  // before the prefetcher's next poll (1 ms or more) reads on
   reader.join();
-  close(fd);
   Read caller{Log(false), {}};
-  ReadWith(path, /*on_caller=*/true, &caller);
+  ReadWith(file.path(), /*on_caller=*/true, &caller);
   EXPECT_EQ(followed.events, 36000u);
   EXPECT_EQ(followed.lines, caller.log.lines);
   EXPECT_EQ(status.damage, "");
@@ -195,7 +190,6 @@ TEST(CaptureReader, AFollowedReadDecodesAheadOnceTheWriterIsDone) {
   // unless this thread stalled between the write and the store above).
   EXPECT_GE(status.chunks_decoded_ahead, 1u);
   EXPECT_LE(status.chunks_decoded_ahead, 3u);
-  std::remove(path);
 }
 
 }  // namespace
