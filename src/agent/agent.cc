@@ -12,7 +12,8 @@
 //                    inherits it (a child that exec'd) does not record; the recorded process's
 //                    own new image after an exec does, appending to the same capture
 //   MEMLENS_FOLLOW_CHILDREN  a directory (memlens run --follow-children): a descendant that
-//                    inherits MEMLENS_TRACKED records too, into a capture of its own there
+//                    inherits MEMLENS_TRACKED records too, into a capture of its own there, and
+//                    so does a child forked while its parent records (from the fork on)
 // Preloaded (named in LD_PRELOAD: memlens run), the agent records the whole process from its
 // first allocation. Otherwise (dlopen'ed by memlens.Tracker, or linked) it is dormant and records
 // only spans, from memlens_start to memlens_stop, each into a capture of its own (docs/agent.md,
@@ -43,6 +44,7 @@
 #include "agent/owned_fds.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
+#include "agent/recorder/thread_buffer.h"
 #include "agent/recorder/sampler.h"
 #include "agent/writer/hosted.h"
 #include "agent/writer/writer.h"
@@ -55,11 +57,18 @@ constexpr int kStopTimeoutMs = 10000;
 
 std::atomic<bool> g_initializing{false};
 bool g_after_exec = false;  // this image replaced the recorded one by exec: append
-// This process is a descendant of a recorded one, recording into a capture of its own in this
-// directory (MEMLENS_FOLLOW_CHILDREN); null otherwise.
-const char* g_follow_dir = nullptr;
-// MEMLENS_FOLLOW_CHILDREN names a directory: the processes this one starts record too.
+// MEMLENS_FOLLOW_CHILDREN names a directory: the processes this one starts record too, each
+// into a capture of its own there (g_run_dir).
 bool g_following_children = false;
+const char* g_run_dir = nullptr;
+// This process is a descendant of a recorded one that exec'd a program, recording into a capture
+// of its own in g_run_dir.
+bool g_descendant = false;
+// CLOCK_MONOTONIC when this image started recording: a child forked from it names it (9.2).
+uint64_t g_image_start_ns = 0;
+// A child forked while its parent recorded, recording on its own (RecordForkedChild): its
+// capture's path. Null otherwise.
+std::string* g_forked_capture = nullptr;
 uint64_t g_recorded_ancestor = 0;  // a followed descendant's: MEMLENS_TRACKED as it inherited it
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
@@ -172,9 +181,59 @@ void StopRecording(format::EndReason reason, int64_t detail) {
   g_state.store(kStopped);
 }
 
+int OpenDescendantCapture(const format::ProcessRecord& process, std::string* path,
+                          std::string* error);
+
+// A child forked while this process recorded, under memlens run --follow-children: from the
+// fork on it records into a capture of its own, which names the fork (format 9.2) so that the
+// analyzer starts it from the blocks it inherited, which the parent's capture holds up to
+// fork_seq. Runs in the child's fork handler, on its only thread: the parent's writer and rings
+// are let go untouched (they are the parent's), and a writer of its own starts.
+bool RecordForkedChild() {
+  HookGuard guard;
+  g_state.store(kPassive);  // until its own writer runs
+  const uint64_t fork_seq = g_seq.load(std::memory_order_relaxed);
+  ForgetThreadBuffersAfterFork();  // before leaving the exchange: its slots are not unmapped
+  ForgetThisThreadBuffer();
+  if (g_exchange) {
+    LeaveExchangeToRecordHere();
+    g_on_new_string.store(nullptr, std::memory_order_release);
+  } else {
+    ForgetWriterAfterFork();
+  }
+  g_span_epoch.fetch_add(1);  // the new capture knows no stack yet
+  ResetRecorderCounters();
+  g_stopping.store(false);
+  format::ProcessRecord process = DescribeProcess();
+  process.fork_parent_image_ns = g_image_start_ns;
+  process.fork_seq = fork_seq;
+  g_pid = static_cast<pid_t>(process.pid);
+  g_image_start_ns = process.start_monotonic_ns;
+  std::string path, error;
+  int slot = OpenDescendantCapture(process, &path, &error);
+  if (!error.empty()) {
+    Say(error + "; not recording");
+    return false;
+  }
+  // The image an exec brings appends to this capture (docs/agent.md, "exec").
+  setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
+  setenv("MEMLENS_OUTPUT", path.c_str(), 1);
+  if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/true)) {
+    Say("cannot start the writer thread in a forked child; not recording it");
+    DisownFd(slot, true);
+    return false;
+  }
+  if (!g_forked_capture) g_forked_capture = new std::string();
+  *g_forked_capture = path;
+  g_state.store(kRecording);
+  return true;
+}
+
 void OnForkChild() {
-  // The child has no writer thread and shares our capture file: it does not record.
-  if (g_state.load() == kRecording) g_forked_while_recording = true;
+  const bool recording = g_state.load() == kRecording;
+  if (recording && g_following_children && !g_span_open && RecordForkedChild()) return;
+  // Else the child has no writer thread and shares our capture file: it does not record.
+  if (recording) g_forked_while_recording = true;
   g_state.store(kPassive);
 }
 
@@ -240,7 +299,7 @@ int OpenCapture(const std::string& path, bool try_append, bool* appended, std::s
 // another process of the run wrote before its pid was used again (then DIR/%e-%p-2.mlens, ...).
 int OpenDescendantCapture(const format::ProcessRecord& process, std::string* path,
                           std::string* error) {
-  const std::string pattern = std::string(g_follow_dir) + "/%e-%p";
+  const std::string pattern = std::string(g_run_dir) + "/%e-%p";
   const std::string stem = ExpandOutputPath(process, pattern.c_str());
   int fd = -1;
   for (int n = 1; fd < 0 && n < 1000; ++n) {
@@ -265,10 +324,11 @@ void Start() {
   HookGuard guard;
   format::ProcessRecord process = DescribeProcess();
   // Its parent was not recorded (a subshell that forked it): the capture names the one that was.
-  if (g_follow_dir && g_recorded_ancestor != process.ppid) {
+  if (g_descendant && g_recorded_ancestor != process.ppid) {
     process.recorded_parent = g_recorded_ancestor;
   }
   g_pid = static_cast<pid_t>(process.pid);
+  g_image_start_ns = process.start_monotonic_ns;
   if (g_exchange) {  // memlens run writes the capture (hosted.h)
     setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
     pthread_atfork(nullptr, nullptr, OnForkChild);
@@ -284,7 +344,7 @@ void Start() {
   std::string path;
   bool append = false;
   std::string error;
-  int slot = g_follow_dir ? OpenDescendantCapture(process, &path, &error)
+  int slot = g_descendant ? OpenDescendantCapture(process, &path, &error)
                           : OpenCapture(path = ExpandOutputPath(process), g_after_exec, &append,
                                         &error);
   if (!error.empty()) {
@@ -321,6 +381,12 @@ void InitializeOnce() {
   g_preloaded = PreloadNamesAgent(getenv("LD_PRELOAD"));
   const char* follow = getenv("MEMLENS_FOLLOW_CHILDREN");
   g_following_children = g_preloaded && follow && *follow == '/';
+  if (g_following_children) {
+    // Copied: the program may change its environment before the directory is used.
+    static char dir[PATH_MAX];
+    g_following_children = strlen(follow) < sizeof dir;  // no path is longer: not memlens run's
+    if (g_following_children) g_run_dir = strcpy(dir, follow);
+  }
   if (!g_preloaded) {  // dlopen'ed or linked: nothing is recorded until a span starts
     t_in_hook = true;
     InitializeRecorder();
@@ -337,15 +403,7 @@ void InitializeOnce() {
         g_state.store(kPassive);  // a descendant of the recorded process
         return;
       }
-      // A descendant, recorded into a capture of its own. Copied: the program may change its
-      // environment before Start reads this.
-      static char dir[PATH_MAX];
-      if (strlen(follow) >= sizeof dir) {  // no path is that long: not memlens run's
-        g_state.store(kPassive);
-        return;
-      }
-      strcpy(dir, follow);
-      g_follow_dir = dir;
+      g_descendant = true;  // recorded into a capture of its own
       g_recorded_ancestor = strtoull(tracked, nullptr, 10);
     } else {
       g_after_exec = true;
@@ -404,14 +462,49 @@ bool ExecKeepsExchange(char* const envp[]) {
   return exchange && ours && strcmp(exchange, ours) == 0 && PreloadNamesAgent(preload);
 }
 
-void PauseBeforeExec(const char* path, char* const envp[]) {
+namespace {
+
+// A forked child's exec (RecordForkedChild): the program it runs appends to this capture, as
+// MEMLENS_TRACKED and MEMLENS_OUTPUT say in the environment. A program that passes one of its
+// own (a shell's table of variables, made before the fork handler set them) has them set in a
+// copy of it, where it has them at all. Returns envp itself when nothing needed setting.
+char* const* EnvironmentNamingThisCapture(char* const envp[]) {
+  HookGuard guard;
+  const std::string tracked = "MEMLENS_TRACKED=" + std::to_string(g_pid);
+  const std::string output = "MEMLENS_OUTPUT=" + *g_forked_capture;
+  size_t n = 0;
+  bool stale = false;
+  for (; envp && envp[n]; ++n) {
+    for (const std::string* ours : {&tracked, &output}) {
+      const size_t name = ours->find('=') + 1;
+      stale |= strncmp(envp[n], ours->c_str(), name) == 0 && *ours != envp[n];
+    }
+  }
+  if (!stale) return envp;
+  // Left behind when the exec fails: the program goes on with its own envp.
+  char** copy = static_cast<char**>(malloc((n + 1) * sizeof(char*)));
+  if (!copy) return envp;
+  for (size_t i = 0; i <= n; ++i) {
+    copy[i] = envp[i];
+    for (const std::string* ours : {&tracked, &output}) {
+      const size_t name = ours->find('=') + 1;
+      if (envp[i] && strncmp(envp[i], ours->c_str(), name) == 0) copy[i] = strdup(ours->c_str());
+    }
+  }
+  return copy;
+}
+
+}  // namespace
+
+char* const* PauseBeforeExec(const char* path, char* const envp[]) {
   // An exec that cannot succeed (a shell trying each PATH entry in turn) leaves the capture as
   // it is: no END record, no wait.
-  if (path && strchr(path, '/') && access(path, X_OK) != 0) return;
-  if (g_state.load() == kRecording && getpid() == g_pid && !t_in_hook) {
-    KeepExchangeAcrossExec(ExecKeepsExchange(envp));
-    PauseWriterForExec(kStopTimeoutMs);
-  }
+  if (path && strchr(path, '/') && access(path, X_OK) != 0) return envp;
+  if (g_state.load() != kRecording || getpid() != g_pid || t_in_hook) return envp;
+  char* const* exec_envp = g_forked_capture ? EnvironmentNamingThisCapture(envp) : envp;
+  KeepExchangeAcrossExec(ExecKeepsExchange(exec_envp));
+  PauseWriterForExec(kStopTimeoutMs);
+  return exec_envp;
 }
 
 void ResumeAfterFailedExec() {

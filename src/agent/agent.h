@@ -33,8 +33,9 @@ void NoteModulesChanged();
 void BeforeDlclose();  // lets the writer intern the closing library's frames first
 // exec: the capture is made whole for the new image; a failed exec resumes recording.
 // path: the program's, or null when the C library searches PATH for it; envp: the new image's
-// environment.
-void PauseBeforeExec(const char* path, char* const envp[]);
+// environment. Returns the environment to exec with: envp, or a copy of it whose memlens
+// variables name this process's capture (a forked child's: agent.cc).
+char* const* PauseBeforeExec(const char* path, char* const envp[]);
 void ResumeAfterFailedExec();
 void StopBeforeExit(int status);
 // The agent's handler for a fatal signal (fatal_signals.h): finishes the capture.

@@ -63,8 +63,8 @@ int SummaryOfRun(const AnalysisOptions& o) {
       ApplyFilters(o.filters, &resolver, &row.profile);
       // A process whose parent was not recorded names its nearest recorded ancestor.
       const format::ProcessRecord& p = row.Started();
-      nodes[i] = {p.pid, p.recorded_parent ? p.recorded_parent : p.ppid, p.start_monotonic_ns,
-                  true};
+      nodes[i] = {p.pid, p.ppid, p.start_monotonic_ns, true};
+      nodes[i].recorded_ancestor = p.recorded_parent;
     }
   }
   const std::vector<size_t> order = ProcessTree(&nodes);
@@ -95,7 +95,13 @@ int SummaryOfRun(const AnalysisOptions& o) {
       const Profile& p = row.profile;
       json.Field("pid", row.Started().pid);
       json.Field("ppid", row.Started().ppid);
-      json.Field("recorded_parent", nodes[i].ppid);  // ppid, or its nearest recorded ancestor
+      // Its parent's pid, or its nearest recorded ancestor's when its parent was not recorded.
+      json.Field("recorded_parent", nodes[i].parent != ProcessNode::kNoParent
+                                        ? nodes[nodes[i].parent].pid
+                                        : nodes[i].recorded_ancestor ? nodes[i].recorded_ancestor
+                                                                     : nodes[i].ppid);
+      // Forked without an exec (its first image): it started with its parent's blocks.
+      json.Field("forked", row.Started().Forked());
       json.Key("parent_capture");  // null: its parent was not recorded (memlens run's child)
       if (nodes[i].parent == ProcessNode::kNoParent) {
         json.Null();
@@ -145,7 +151,7 @@ int SummaryOfRun(const AnalysisOptions& o) {
     const Totals& t = p.totals;
     const ErrorScale errors{p.sample_rate};
     table.AddRow({std::to_string(row.Started().pid),
-                  nodes[i].parent == ProcessNode::kNoParent ? "-" : std::to_string(nodes[i].ppid),
+                  nodes[i].parent == ProcessNode::kNoParent ? "-" : std::to_string(nodes[nodes[i].parent].pid),
                   FormatBytesEstimate(t.peak_bytes, t.peak_bytes_var, errors),
                   FormatBytesEstimate(t.in_use_bytes, t.in_use_bytes_var, errors),
                   FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors),

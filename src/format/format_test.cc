@@ -289,7 +289,8 @@ TEST(Records, SamplingThresholdAcrossVersions) {
 }
 
 // Format 9.1: a followed process whose parent was not recorded names its nearest recorded
-// ancestor inside agent_version, ahead of the Python-stacks mark, which still ends it.
+// ancestor inside agent_version, ahead of the Python-stacks mark, which still ends it; 9.2 a
+// forked process's fork the same way.
 TEST(Records, RecordedParentRidesOnTheVersion) {
   std::string payload;
   RecordEncoder enc(&payload);
@@ -310,6 +311,19 @@ TEST(Records, RecordedParentRidesOnTheVersion) {
   EXPECT_EQ(c.processes[2].recorded_parent, 5u);
   EXPECT_TRUE(PythonStacksOnly(c.processes[2]));
   EXPECT_EQ(CodedAgentVersion(python_only), "0.1.0 recorded-parent=5 python-stacks");
+  // 9.2: a forked process names its parent's image and the parent's sequence number at the fork.
+  ProcessRecord forked = python_only;
+  forked.recorded_parent = 0;
+  forked.fork_parent_image_ns = 123456789;
+  forked.fork_seq = 77;
+  EXPECT_EQ(CodedAgentVersion(forked), "0.1.0 forked-from-image=123456789 forked-at-seq=77 python-stacks");
+  ProcessRecord decoded;
+  DecodeAgentVersion(CodedAgentVersion(forked), &decoded);
+  EXPECT_TRUE(decoded.Forked());
+  EXPECT_EQ(decoded.fork_parent_image_ns, 123456789u);
+  EXPECT_EQ(decoded.fork_seq, 77u);
+  EXPECT_EQ(decoded.recorded_parent, 0u);
+  EXPECT_EQ(decoded.agent_version, python_only.agent_version);
   ProcessRecord odd;  // a version that names no pid is left as it is
   DecodeAgentVersion("0.1.0 recorded-parent=x", &odd);
   EXPECT_EQ(odd.recorded_parent, 0u);

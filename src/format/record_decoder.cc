@@ -2,6 +2,7 @@
 #include "format/record_decoder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <unordered_map>
 #include <vector>
@@ -496,26 +497,45 @@ const char* EventKindName(EventKind kind) {
   return "?";
 }
 
+namespace {
+// The numbers kProcess carries inside agent_version, each as " mark=DIGITS", in this order.
+struct VersionNumber {
+  const char* mark;
+  uint64_t ProcessRecord::*member;
+};
+constexpr VersionNumber kVersionNumbers[] = {
+    {kRecordedParentMark, &ProcessRecord::recorded_parent},
+    {kForkParentImageMark, &ProcessRecord::fork_parent_image_ns},
+    {kForkSeqMark, &ProcessRecord::fork_seq},
+};
+}  // namespace
+
 std::string CodedAgentVersion(const ProcessRecord& p) {
-  if (p.recorded_parent == 0) return p.agent_version;
+  std::string numbers;
+  for (const VersionNumber& n : kVersionNumbers) {
+    if (p.*n.member) numbers += n.mark + std::to_string(p.*n.member);
+  }
   std::string version = p.agent_version;
   const size_t at = PythonStacksOnly(p) ? version.size() - (sizeof(kPythonStacksMark) - 1)
                                         : version.size();
-  version.insert(at, kRecordedParentMark + std::to_string(p.recorded_parent));
+  version.insert(at, numbers);
   return version;
 }
 
 void DecodeAgentVersion(const std::string& coded, ProcessRecord* p) {
   p->agent_version = coded;
-  p->recorded_parent = 0;
-  const size_t at = coded.find(kRecordedParentMark);
-  if (at == std::string::npos) return;
-  const size_t digits = at + sizeof(kRecordedParentMark) - 1;
-  size_t end = digits;
-  while (end < coded.size() && coded[end] >= '0' && coded[end] <= '9') ++end;
-  if (end == digits || end - digits > 19) return;  // not a pid: left in the version as it is
-  p->recorded_parent = std::stoull(coded.substr(digits, end - digits));
-  p->agent_version = coded.substr(0, at) + coded.substr(end);
+  for (const VersionNumber& n : kVersionNumbers) {
+    p->*n.member = 0;
+    std::string& version = p->agent_version;
+    const size_t at = version.find(n.mark);
+    if (at == std::string::npos) continue;
+    const size_t digits = at + strlen(n.mark);
+    size_t end = digits;
+    while (end < version.size() && version[end] >= '0' && version[end] <= '9') ++end;
+    if (end == digits || end - digits > 19) continue;  // not a number: left in the version
+    p->*n.member = std::stoull(version.substr(digits, end - digits));
+    version.erase(at, end - at);
+  }
 }
 
 const char* EndReasonName(EndReason reason) {

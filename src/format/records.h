@@ -16,7 +16,7 @@
 // 8.0, and allocations coded as starting where a block in reach ends (the neighbours column,
 // record kEventColumns) 9.0, with kSampling's exact_from and the python-stacks mark of
 // kProcess's agent_version; 9.1 codes a followed process's recorded parent inside
-// agent_version. Readers read their own major and 8.x (kOldestReadableMajor).
+// agent_version, 9.2 where a forked process's capture starts in its parent's. Readers read their own major and 8.x (kOldestReadableMajor).
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -33,7 +33,7 @@ namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
 inline constexpr uint16_t kFormatMajor = 9;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 // The oldest major a reader still reads: 8.x differs only in its event batches (kEvents).
 inline constexpr uint16_t kOldestReadableMajor = 8;
 inline constexpr size_t kFileHeaderSize = 16;
@@ -191,9 +191,19 @@ struct ProcessRecord {
   // are recorded); 0 otherwise. Coded inside agent_version (kRecordedParentMark), ahead of
   // kPythonStacksMark, so that a 9.0 reader takes it for part of the version.
   uint64_t recorded_parent = 0;
+  // 9.2: a process forked while its parent recorded, recording from the fork on (memlens run
+  // --follow-children): it inherited the parent's blocks in use, which the parent's capture
+  // holds. fork_parent_image_ns is that parent image's start_monotonic_ns (0: not forked), and
+  // fork_seq the parent's sequence number at the fork: its events before it happened before.
+  // Coded inside agent_version too (kForkParentImageMark, kForkSeqMark).
+  uint64_t fork_parent_image_ns = 0;
+  uint64_t fork_seq = 0;
+  bool Forked() const { return fork_parent_image_ns != 0; }
 };
 inline constexpr char kRecordedParentMark[] = " recorded-parent=";
-// agent_version as the capture holds it, and back (the decoder): the recorded parent in and out.
+inline constexpr char kForkParentImageMark[] = " forked-from-image=";
+inline constexpr char kForkSeqMark[] = " forked-at-seq=";
+// agent_version as the capture holds it, and back (the decoder): the numbers above in and out.
 std::string CodedAgentVersion(const ProcessRecord& p);
 void DecodeAgentVersion(const std::string& coded, ProcessRecord* p);
 // Appended to kProcess's agent_version by an agent recording Python lines only, without native

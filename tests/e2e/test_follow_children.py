@@ -1,9 +1,11 @@
-"""memlens run --follow-children: every process the program starts that runs a program of its own
-is recorded into a capture of its own in the run's directory, linked to its parent; `memlens
-summary DIR` lists them (docs/agent.md, "Processes")."""
+"""memlens run --follow-children: every process the program starts is recorded into a capture of
+its own in the run's directory, linked to its parent; a forked one starts from the blocks it
+inherited; `memlens summary DIR` lists them (docs/agent.md, "Processes")."""
 import json
 import os
 import subprocess
+
+import pytest
 
 from conftest import BUILD, MEMLENS, PROGRAMS, Recorded, memlens
 
@@ -23,9 +25,9 @@ def processes(run):
 
 
 def test_children_started_every_way_are_recorded_with_exact_figures(tmp_path):
-    """50 fork+exec children, one posix_spawn, one through system(): each capture holds exactly
-    the bytes its process leaked at its line, and names its parent; the fork that runs no
-    other program is not recorded."""
+    """50 fork+exec children, one posix_spawn, one through system(), one fork that runs no other
+    program: each capture holds exactly the bytes its process leaked at its line, and names its
+    parent; the forked one holds what it inherited too, less what it freed of it."""
     n = 50
     proc, run = run_following(tmp_path, PROGRAMS / "spawns", n)
     assert (proc.returncode, proc.stdout) == (0, f"spawned {n + 3}\n"), proc.stderr
@@ -35,6 +37,19 @@ def test_children_started_every_way_are_recorded_with_exact_figures(tmp_path):
     assert parent["depth"] == 0 and parent["parent_capture"] is None
     assert Recorded(None, parent["capture"]).row_at("spawns.c", "parent_block")["leaked_bytes"] == 1000
     assert Recorded(None, parent["capture"]).rows_at("spawns.c", "forked_only") == []
+    assert Recorded(None, parent["capture"]).row_at("spawns.c", "lent_block")["leaked_bytes"] == 0
+    forked = [r for r in rows if r["argv"][1:] == [str(n)] and r is not parent]
+    assert len(forked) == 1, [r["argv"] for r in rows]
+    forked = forked[0]
+    assert forked["ppid"] == parent["pid"] and forked["parent_capture"] == parent["capture"]
+    inherited = Recorded(None, forked["capture"])
+    assert inherited.row_at("spawns.c", "forked_only")["leaked_bytes"] == 7777
+    assert inherited.row_at("spawns.c", "parent_block")["leaked_bytes"] == 1000  # inherited
+    assert inherited.rows_at("spawns.c", "lent_block") == [] or \
+        inherited.row_at("spawns.c", "lent_block")["leaked_bytes"] == 0  # inherited, freed
+    # In use at its exit: its 7777 and the 1000 it inherited; its peak, then, the same.
+    assert (forked["totals"]["in_use_at_exit_bytes"], forked["totals"]["peak_bytes"],
+            forked["totals"]["allocated_bytes"]) == (8777, 8777, 7777)
     children = {int(r["argv"][2]): r for r in rows if r["argv"][1:2] == ["child"]}
     assert sorted(children) == list(range(1, n + 3))
     for k, child in children.items():
@@ -47,11 +62,11 @@ def test_children_started_every_way_are_recorded_with_exact_figures(tmp_path):
             # that execs it (bash) is the same process, its first image
             above = next(r for r in rows if r["capture"] == child["parent_capture"])
             assert parent["capture"] in (above["capture"], above["parent_capture"])
-    # The program, its 52 children and the shell of system() when it forked; nothing else.
-    assert len(rows) in (n + 3, n + 4) and summary["total"]["processes"] == len(rows)
+    # The program, its 53 children and the shell of system() when it forked; nothing else.
+    assert len(rows) in (n + 4, n + 5) and summary["total"]["processes"] == len(rows)
     assert sorted(p.name for p in run.iterdir() if p.suffix == ".mlens") == sorted(
         os.path.basename(r["capture"]) for r in rows)
-    leaked = sum(100 * k for k in children) + 1000
+    leaked = sum(100 * k for k in children) + 1000 + 1000 + 7777
     assert summary["total"]["in_use_bytes"] >= leaked
     # The parent's own summary no longer says its children went unrecorded.
     assert Recorded(None, parent["capture"]).analyze("summary")["totals"].get("unrecorded_children", 0) == 0
@@ -61,7 +76,7 @@ def test_a_shell_pipeline_and_the_text_table(tmp_path):
     spawns = PROGRAMS / "spawns"
     proc, run = run_following(tmp_path, "sh", "-c", f"'{spawns}' child 3 | '{spawns}' child 5")
     assert proc.returncode == 0, proc.stderr
-    assert f"captures of 3 processes written to {run}/" in proc.stderr
+    assert f"captures of 3 processes written to {run}/" in proc.stderr  # each fork exec'd
     rows = processes(run)["processes"]
     shell = rows[0]
     assert shell["argv"][0] == "sh" and shell["depth"] == 0
@@ -79,7 +94,7 @@ def test_a_shell_pipeline_and_the_text_table(tmp_path):
 
 
 def test_a_subshells_child_and_an_execd_parent_keep_the_tree(tmp_path):
-    """A child forked by a subshell (not recorded) names the shell as its recorded parent; a
+    """A subshell (a fork of the shell) is recorded, and the child it starts is under it; a
     shell that runs a child and then execs keeps the child under it, though its last image
     started after the child."""
     spawns = PROGRAMS / "spawns"
@@ -88,15 +103,16 @@ def test_a_subshells_child_and_an_execd_parent_keep_the_tree(tmp_path):
                               f"exec '{spawns}' child 3")
     assert proc.returncode == 0, proc.stderr
     rows = processes(run)["processes"]
-    assert len(rows) == 3, rows
-    shell, kids = rows[0], {r["argv"][2]: r for r in rows[1:]}
+    assert len(rows) == 4, rows
+    shell = rows[0]
     assert shell["argv"][1:] == ["child", "3"] and shell["depth"] == 0  # exec'd into child 3
+    subshell = next(r for r in rows if r["forked"])
+    assert subshell["argv"][0] == "sh" and subshell["parent_capture"] == shell["capture"]
+    kids = {r["argv"][2]: r for r in rows if r["argv"][1:2] == ["child"] and r is not shell}
     assert sorted(kids) == ["1", "2"]
-    subshell_child = kids["1"]
-    assert subshell_child["ppid"] != shell["pid"]  # the subshell's pid
-    assert subshell_child["recorded_parent"] == shell["pid"]
-    for kid in kids.values():
-        assert kid["parent_capture"] == shell["capture"] and kid["depth"] == 1, kid
+    assert kids["1"]["ppid"] == subshell["pid"] == kids["1"]["recorded_parent"]
+    assert kids["1"]["parent_capture"] == subshell["capture"] and kids["1"]["depth"] == 2
+    assert kids["2"]["parent_capture"] == shell["capture"] and kids["2"]["depth"] == 1
     captures = {r["argv"][2]: Recorded(None, r["capture"]) for r in rows}
     for k in ("1", "2", "3"):
         assert captures[k].row_at("spawns.c", "child_block")["leaked_bytes"] == 100 * int(k)
@@ -174,7 +190,7 @@ def test_other_views_name_the_run_and_its_captures(tmp_path):
     out = memlens("top", run)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == (f"memlens: '{run}' is a directory, not a capture: it holds the captures "
-                          f"of 5 processes (memlens summary {run} lists them); name one of them\n")
+                          f"of 6 processes (memlens summary {run} lists them); name one of them\n")
 
 
 def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
@@ -208,4 +224,56 @@ def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
                       if r["site"]["file"] == str(script) and r["site"]["line"] == 4)
     # Each task's buffer is n + 1 bytes (a bytearray ends in a NUL); beside them at that line,
     # the four objects and the list of them growing: a few hundred bytes.
+    assert 10_000_004 < leaked < 10_000_004 + 4096, leaked
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_forked_pool_workers_start_from_what_they_inherited(tmp_path, python, method):
+    """multiprocessing's fork and forkserver methods: the workers are forks (of the program, or
+    of the forkserver it spawned, which imported the program's module too), not new programs.
+    Each worker's capture starts from what it inherited: the module's 5 MB bytearray, made
+    before the pool, is in use in each worker at the line that made it; the four tasks'
+    bytearrays add up, over the workers, to what the tasks asked for at theirs."""
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "big = bytearray(5_000_000)  # @big\n"
+        "kept = []\n"
+        "def work(n):\n"
+        "    kept.append(bytearray(n))  # @work\n"
+        "    return n\n"
+        "if __name__ == '__main__':\n"
+        f"    pool = mp.get_context({method!r}).Pool(2)\n"
+        "    print(sum(pool.map(work, [1_000_000, 2_000_000, 3_000_000, 4_000_000], chunksize=1)))\n"
+        "    pool.close()\n"
+        "    pool.join()\n")
+    proc, run = run_following(tmp_path, python, script)
+    assert (proc.returncode, proc.stdout) == (0, "10000000\n"), proc.stderr
+    rows = processes(run)["processes"]
+    assert all("error" not in r for r in rows), [r for r in rows if "error" in r]
+    program = rows[0]
+    assert program["argv"][-1] == str(script) and not program["forked"]
+    if method == "fork":
+        forker = program
+    else:  # the forkserver: an interpreter the program spawned
+        forker = next(r for r in rows if any("multiprocessing.forkserver" in a for a in r["argv"])
+                      and not r["forked"])
+        assert forker["parent_capture"] == program["capture"]
+    # (A pyenv shim before the program forks subshells of its own: recorded too.)
+    workers = [r for r in rows if r["forked"] and r["parent_capture"] == forker["capture"]
+               and r["argv"] == forker["argv"]]
+    assert len(workers) == 2, [(r["argv"], r["forked"]) for r in rows]
+
+    def at_line(capture, line):
+        top = Recorded(None, capture).analyze("top", "--by", "line", "--limit", "100000")
+        return sum(r["leaked_bytes"] for r in top["rows"]
+                   if r["site"]["file"] == str(script) and r["site"]["line"] == line)
+
+    assert 5_000_001 <= at_line(program["capture"], 2) < 5_000_001 + 1024
+    leaked = 0
+    for worker in workers:
+        assert worker["complete"], worker
+        assert 5_000_001 <= at_line(worker["capture"], 2) < 5_000_001 + 1024  # inherited
+        leaked += at_line(worker["capture"], 5)
+        assert worker["totals"]["in_use_at_exit_bytes"] > 5_000_000
     assert 10_000_004 < leaked < 10_000_004 + 4096, leaked

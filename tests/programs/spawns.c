@@ -3,8 +3,10 @@
 //                  posix_spawn, one through system() (a shell that runs it), and one fork that
 //                  runs no other program; waits for each, prints "spawned N+3".
 //   spawns child K leaks 100 * K bytes and exits.
-// Each child K leaks exactly 100 * K bytes at @child_block, its parent 1000 at @parent_block;
-// the forked child that does not exec leaks 7777 bytes at @forked_only (not recorded).
+// Each child K leaks exactly 100 * K bytes at @child_block, its parent 1000 at @parent_block.
+// The parent also holds 3000 bytes at @lent_block while its children start (freed at its end).
+// The forked child that does not exec inherits both blocks, frees the 3000, and leaks 7777
+// bytes at @forked_only: in use at its exit, 1000 + 7777.
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,8 @@ int main(int argc, char** argv) {
   int n = atoi(argv[1]);
   char* kept = malloc(1000);  // @parent_block
   memset(kept, 1, 1000);
+  char* lent = malloc(3000);  // @lent_block
+  memset(lent, 1, 3000);
   char number[32];
   for (int k = 1; k <= n; ++k) {
     pid_t pid = fork();
@@ -52,11 +56,13 @@ int main(int argc, char** argv) {
   if (system(command) != 0) return 1;
   pid = fork();
   if (pid == 0) {
+    free(lent);
     char* forked = malloc(7777);  // @forked_only
     memset(forked, 1, 7777);
-    _exit(0);
+    _exit(kept[0] == 1 ? 0 : 1);
   }
   Wait(pid);
+  free(lent);
   printf("spawned %d\n", n + 3);
   return 0;
 }

@@ -421,8 +421,7 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                  char* const envp[]) {
   Enter();
-  memlens::agent::PauseBeforeExec(path, envp);
-  int rc = real::execve(path, argv, envp);
+  int rc = real::execve(path, argv, memlens::agent::PauseBeforeExec(path, envp));
   AfterFailedExec();
   return rc;
 }
@@ -446,8 +445,7 @@ __attribute__((visibility("default"))) int execvp(const char* file, char* const 
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
                                                   char* const envp[]) {
   Enter();
-  memlens::agent::PauseBeforeExec(file, envp);
-  int rc = real::execvpe(file, argv, envp);
+  int rc = real::execvpe(file, argv, memlens::agent::PauseBeforeExec(file, envp));
   AfterFailedExec();
   return rc;
 }

@@ -249,6 +249,8 @@ uint64_t TakeDroppedEvents() {
   return total - g_dropped_reported.exchange(total, std::memory_order_relaxed);
 }
 
+void ForgetThisThreadBuffer() { t_buffer = nullptr; }
+
 void ResetRecorderCounters() {
   g_seq.store(0, std::memory_order_relaxed);
   g_dropped.store(0, std::memory_order_relaxed);

@@ -95,5 +95,8 @@ extern std::atomic<uint32_t> g_span_epoch;
 // A new capture: the sequence and the counters of its END record start again from zero. Only
 // while nothing records.
 void ResetRecorderCounters();
+// In a child just forked, after ForgetThreadBuffersAfterFork (thread_buffer.h): the calling
+// thread's buffer is gone, and it takes a new one at its next event.
+void ForgetThisThreadBuffer();
 
 }  // namespace memlens::agent

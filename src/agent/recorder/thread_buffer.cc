@@ -32,6 +32,16 @@ bool ThreadBuffer::Grow() {
 
 ThreadBuffer* FirstThreadBuffer() { return g_registry.load(std::memory_order_acquire); }
 
+void ForgetThreadBuffersAfterFork() {
+  constexpr size_t kPrivateBytes = kSlotHeaderBytes + ThreadBuffer::kMaxCapacity;
+  ThreadBuffer* b = g_registry.exchange(nullptr, std::memory_order_acq_rel);
+  while (b) {
+    ThreadBuffer* next = b->next;
+    if (!g_exchange) Unmap(b, kPrivateBytes);
+    b = next;
+  }
+}
+
 ThreadBuffer* AcquireThreadBuffer() {
   ThreadBuffer* buffer = nullptr;
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {

@@ -206,5 +206,10 @@ size_t ThreadBuffer::DrainChecked(const uint8_t* ring, uint64_t limit, uint8_t* 
 ThreadBuffer* AcquireThreadBuffer();
 // The registry of every buffer ever mapped, for the writer to walk (lock-free push only).
 ThreadBuffer* FirstThreadBuffer();
+// In a child just forked, before it records on its own (agent.cc): the registry's buffers hold
+// the parent's events, and its other threads are not here. Each is let go (a private ring
+// unmapped; an exchange slot, which is the parent's, only forgotten) and the registry emptied.
+// The calling thread takes a new buffer at its next event (ForgetThisThreadBuffer, recorder.h).
+void ForgetThreadBuffersAfterFork();
 
 }  // namespace memlens::agent

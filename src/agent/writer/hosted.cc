@@ -88,6 +88,13 @@ void LeaveExchangeInChild() {
   g_writer_running.store(false, std::memory_order_relaxed);
 }
 
+void LeaveExchangeToRecordHere() {
+  LeaveExchangeInChild();
+  g_exchange_attached = &kAlwaysAttached;
+  DisownFd(g_slot, true);
+  g_slot = -1;
+}
+
 void DropExchange() {
   int fd = ExchangeFd();
   if (fd >= 0) syscall(SYS_close, fd);

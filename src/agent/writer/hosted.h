@@ -25,6 +25,10 @@ extern ExchangeHeader* g_exchange;
 extern const volatile uint32_t* g_exchange_attached;
 // Called by that child at its first event: it records nothing, and touches the exchange no more.
 void LeaveExchangeInChild();
+// In a child forked with the handlers that records on its own (agent.cc: memlens run
+// --follow-children): the exchange is left as above, its descriptor closed, and the rings' guard
+// word is no longer the wiped page.
+void LeaveExchangeToRecordHere();
 
 // Maps the exchange named by MEMLENS_EXCHANGE, its slots afresh (an exec's new image), before
 // the first event: no allocation. False (nothing changed) when there is none, or it is not this

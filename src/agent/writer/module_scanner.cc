@@ -3,6 +3,7 @@
 
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <climits>
@@ -62,12 +63,24 @@ int CollectModule(dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
+// dl_iterate_phdr holds the loader's lock while it walks the objects. A fork on another thread
+// in that time would leave the child with the lock held for good: its first dlopen (a Python
+// worker's first import of an extension) would hang. Scans and forks exclude each other.
+pthread_mutex_t g_scan_or_fork = PTHREAD_MUTEX_INITIALIZER;
+pthread_once_t g_fork_handlers_once = PTHREAD_ONCE_INIT;
+void TakeScanLock() { pthread_mutex_lock(&g_scan_or_fork); }
+void DropScanLock() { pthread_mutex_unlock(&g_scan_or_fork); }
+
 }  // namespace
 
 void ModuleScanner::Rescan(std::vector<format::ModuleRecord>* loaded,
                            std::vector<uint64_t>* unloaded) {
+  pthread_once(&g_fork_handlers_once,
+               [] { pthread_atfork(TakeScanLock, DropScanLock, DropScanLock); });
   std::vector<Seen> seen;
+  TakeScanLock();
   dl_iterate_phdr(CollectModule, &seen);
+  DropScanLock();
   for (Known& k : modules_) {
     if (!k.loaded) continue;
     bool still = false;

@@ -4,7 +4,8 @@
 // so every instruction pointer in the capture lies in a module recorded before it. Modules that
 // go away (dlclose) are reported as unloaded but kept, so late frames still find them.
 //
-// Runs on: the writer thread only.
+// Runs on: the writer thread (and, under memlens run, application threads after a dlopen,
+// hosted.cc). A scan and a fork on another thread exclude each other (module_scanner.cc).
 #pragma once
 
 #include <cstdint>

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -391,6 +392,15 @@ void DrainNow(int timeout_ms) {
 void FlushWriter(int timeout_ms) {
   if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
   RequestAndWait(g_control->flush_requested, g_control->flush_done, timeout_ms);
+}
+
+void ForgetWriterAfterFork() {
+  if (g_writer) g_writer->io.Close();
+  g_writer = nullptr;  // its thread is not in this process: its state may be half-changed
+  g_writer_running.store(false, std::memory_order_relaxed);
+  g_control = &g_local_control;
+  g_control_shared = false;
+  new (&g_local_control) WriterControl();
 }
 
 void DiscardBufferedEvents() {

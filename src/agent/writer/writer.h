@@ -54,6 +54,10 @@ void FlushWriter(int timeout_ms);
 // Drops what the rings still hold from an earlier span (events committed after its writer's
 // last round). Only while no writer runs: the caller is then the rings' one consumer.
 void DiscardBufferedEvents();
+// In a child just forked (agent.cc): the parent's writer is not this process's. Its copy is
+// forgotten without a word written (the capture's descriptor closed), so that StartWriter can
+// start this process's own.
+void ForgetWriterAfterFork();
 // The agent's own operator new found no memory: the program has taken it all (under ulimit -v,
 // say), and copes with malloc's null, which the agent, built without exceptions, cannot. Waits
 // for the program to free some, retrying every millisecond. After kAgentMemoryWaitMs, on the

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "analyzer/model/capture.h"
+#include "analyzer/model/fork_prefix.h"
 #include "analyzer/model/markers.h"
 #include "analyzer/model/replay.h"
 #include "analyzer/model/replayer.h"
@@ -53,6 +54,13 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
   *profile = Profile();
   profile->path = path;
   Replayer replayer(profile, spec, options, stop_seq);
+  // A forked process's capture starts in its parent's, beside it (fork_prefix.h).
+  const size_t slash = path.rfind('/');
+  const std::string directory =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  replayer.PlayForkPrefixWith([&](const format::ProcessRecord& child, Replayer* r) {
+    PlayForkPrefix(directory, child, r, &profile->warnings);
+  });
   ReadOptions read;
   std::vector<IndexChunk> chunks;  // of the last image: see the index
   std::vector<std::string> metadata;  // of the whole capture, for the index's end

@@ -41,11 +41,13 @@ std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes) {
   for (size_t i : by_start) by_pid[n[i].pid].push_back(i);
   std::vector<std::vector<size_t>> children(n.size());
   for (size_t i : by_start) {
-    auto same_pid = by_pid.find(n[i].ppid);
-    if (same_pid == by_pid.end()) continue;
-    for (size_t j : same_pid->second) {  // the last of them to start before it
-      if (n[j].start_ns > n[i].start_ns) break;
-      if (j != i) n[i].parent = j;
+    for (uint64_t pid : {n[i].ppid, n[i].recorded_ancestor}) {
+      auto same_pid = by_pid.find(pid);
+      if (n[i].parent != ProcessNode::kNoParent || pid == 0 || same_pid == by_pid.end()) continue;
+      for (size_t j : same_pid->second) {  // the last of them to start before it
+        if (n[j].start_ns > n[i].start_ns) break;
+        if (j != i) n[i].parent = j;
+      }
     }
     if (n[i].parent != ProcessNode::kNoParent) children[n[i].parent].push_back(i);
   }

@@ -27,11 +27,15 @@ struct ProcessNode {
   static constexpr size_t kNoParent = SIZE_MAX;
   size_t parent = kNoParent;  // filled by ProcessTree: index of its parent in the set
   int depth = 0;              // filled by ProcessTree: 0 for a process whose parent is not in it
+  // The nearest recorded ancestor its agent knew of (ProcessRecord::recorded_parent), when
+  // that was not its parent; 0 otherwise.
+  uint64_t recorded_ancestor = 0;
 };
 
 // Links each known process to its parent (of the known processes of pid `ppid`, the one that
-// started last before it, since a pid may be used again), and returns the indices in tree
-// order: each after its parent, brothers by start time; the unknown ones at the end.
+// started last before it, since a pid may be used again; when none, of pid
+// `recorded_ancestor`), and returns the indices in tree order: each after its parent, brothers
+// by start time; the unknown ones at the end.
 std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes);
 
 }  // namespace memlens::analyzer

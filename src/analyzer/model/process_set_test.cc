@@ -39,6 +39,24 @@ TEST(ProcessSet, TreeOrderParentsAndDepths) {
             (std::vector<int>{0, 1, 2, 1}));
 }
 
+// A process whose parent was not recorded (a vfork'd child of a shell's subshell, with the
+// shell's pid in its environment) is linked to its recorded ancestor; one whose parent was
+// recorded, to its parent, whatever ancestor its environment named.
+TEST(ProcessSet, TheParentFirstThenTheRecordedAncestor) {
+  std::vector<ProcessNode> nodes = {
+      {10, 1, 100, true},  // 0: the program
+      {20, 10, 200, true},  // 1: a subshell it forked (recorded)
+      {30, 20, 300, true},  // 2: the subshell's child, whose environment named 10
+      {40, 25, 400, true},  // 3: a child of an unrecorded 25, which named 10
+  };
+  nodes[2].recorded_ancestor = 10;
+  nodes[3].recorded_ancestor = 10;
+  EXPECT_EQ(ProcessTree(&nodes), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(nodes[2].parent, 1u);
+  EXPECT_EQ(nodes[3].parent, 0u);
+  EXPECT_EQ((std::vector<int>{nodes[2].depth, nodes[3].depth}), (std::vector<int>{2, 1}));
+}
+
 TEST(ProcessSet, APidLoopStillListsEveryProcess) {
   std::vector<ProcessNode> nodes = {{1, 2, 100, true}, {2, 1, 100, true}};  // each the other's
   std::vector<size_t> order = ProcessTree(&nodes);

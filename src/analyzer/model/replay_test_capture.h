@@ -18,10 +18,15 @@ using format::EventKind;
 
 class CaptureBuilder {
  public:
-  explicit CaptureBuilder(uint64_t sample_rate = 0) : enc_(&payload_) {
-    enc_.Process({1, 0, 0, 0, "/bin/test", {"test"}, "0"});
+  explicit CaptureBuilder(uint64_t sample_rate = 0)
+      : CaptureBuilder({1, 0, 0, 0, "/bin/test", {"test"}, "0"}, sample_rate) {}
+  // Stacks 1..4 (depth 1) are the return addresses first_ip, first_ip + 1, ...
+  explicit CaptureBuilder(const format::ProcessRecord& process, uint64_t sample_rate = 0,
+                          uint64_t first_ip = 0x1000)
+      : enc_(&payload_) {
+    enc_.Process(process);
     if (sample_rate) enc_.Sampling({sample_rate});
-    for (int i = 0; i < 4; ++i) enc_.StackNode({0, 0x1000u + i});  // stacks 1..4, depth 1
+    for (uint64_t i = 0; i < 4; ++i) enc_.StackNode({0, first_ip + i});
   }
   // Events are given in order; each lands in the batch of its thread.
   void Add(EventKind kind, uint64_t address, uint64_t size = 0, uint64_t stack = 0,

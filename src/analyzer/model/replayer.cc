@@ -24,6 +24,10 @@ Replayer::Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& op
 }
 
 void Replayer::OnProcess(const format::ProcessRecord& r) {
+  if (r.Forked() && !p_->has_process && play_fork_prefix_) {  // a forked process's first image
+    play_fork_prefix_(r, this);
+    BeginForkedImage();
+  }
   if (p_->has_process) StartOver();  // exec: the new image replaces the old one
   p_->process = r;
   if (!p_->first_image) p_->first_image = r;
@@ -31,16 +35,19 @@ void Replayer::OnProcess(const format::ProcessRecord& r) {
 }
 
 void Replayer::OnModule(const format::ModuleRecord& r) {
-  p_->modules[r.id] = r;
-  loaded_.push_back(r.id);
+  const uint64_t id = r.id + module_base_;
+  format::ModuleRecord& m = p_->modules[id] = r;
+  m.id = id;
+  loaded_.push_back(id);
   IndexLoadedSegments();
 }
 
 void Replayer::OnModuleUnload(const format::ModuleUnloadRecord& r) {
+  const uint64_t id = r.id + module_base_;
   // No such module loaded: a damaged capture's record, which names nothing to unload.
-  if (std::find(loaded_.begin(), loaded_.end(), r.id) == loaded_.end()) return;
-  loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), r.id), loaded_.end());
-  unloaded_.push_back(r.id);
+  if (std::find(loaded_.begin(), loaded_.end(), id) == loaded_.end()) return;
+  loaded_.erase(std::remove(loaded_.begin(), loaded_.end(), id), loaded_.end());
+  unloaded_.push_back(id);
   IndexLoadedSegments();
 }
 
@@ -76,6 +83,7 @@ void Replayer::StartOver() {
   loaded_.clear();
   unloaded_.clear();
   loaded_spans_.clear();
+  node_base_ = module_base_ = 0;  // a forked image's numbering ends with it
   tids_.clear();
   tid_of_.clear();
   heap_ = AddressMap();
@@ -297,15 +305,15 @@ void Replayer::Upcoming(const format::Event& e) {
   if (e.kind == EventKind::kFree || e.kind == EventKind::kReallocOld || format::IsHeapAlloc(e.kind)) {
     heap_.Prefetch(e.address);
   }
-  if (e.stack < slot_of_.size()) __builtin_prefetch(&slot_of_[e.stack]);
+  if (e.stack + node_base_ < slot_of_.size()) __builtin_prefetch(&slot_of_[e.stack + node_base_]);
 }
 
-void Replayer::OnEvent(const format::Event& e) {
+void Replayer::Play(const format::Event& e) {
   if (!PlausibleStack(e.stack)) [[unlikely]] {  // damage: the event counts, without its stack
     ++implausible_stacks_;
     format::Event without = e;
     without.stack = 0;
-    return OnEvent(without);
+    return Play(without);
   }
   if (resume_pending_) RestoreState();
   if (e.kind == EventKind::kMarker || e.kind == EventKind::kSnapshot) {  // all, for timelines
@@ -474,6 +482,79 @@ void Replayer::ResumeFrom(std::string state, uint64_t seq, std::vector<TimelineP
   resume_pending_ = true;
 }
 
+void Replayer::PlayInherited(const format::Event& event) {
+  if (resume_pending_) return;  // a replay resumed from a checkpoint: it holds what they left
+  format::Event e = event;
+  if (e.stack) e.stack += node_base_;  // a parent that was forked itself
+  if (!PlausibleStack(e.stack)) e.stack = 0;
+  if (thread_filter_.active()) {
+    auto tid = tid_of_.find(e.thread);
+    if (thread_filter_.LeftOut(e, tid == tid_of_.end() || tid->second != options_.thread)) return;
+  }
+  if (format::IsCustomHeapEvent(e.kind)) {
+    if (index_writer_) index_writer_->StopCheckpoints();  // as Play says
+    index_writer_ = nullptr;
+    return OnApiEvent(e);
+  }
+  if (options_.heap.empty()) OnHeapEvent(e);
+}
+
+void Replayer::BeginForkedImage() {
+  node_base_ = p_->nodes.size() - 1;
+  module_base_ = 0;
+  for (const auto& [id, m] : p_->modules) module_base_ = std::max(module_base_, id);
+  // The child's capture describes the same modules again: the parent's stay, for its stacks.
+  unloaded_.insert(unloaded_.end(), loaded_.begin(), loaded_.end());
+  loaded_.clear();
+  loaded_spans_.clear();
+  tids_.clear();
+  ForEachState([](uint64_t, StackState& s) {
+    StackStats inherited;  // what the child holds of this stack: the blocks in use
+    for (uint64_t StackStats::*f :
+         {&StackStats::in_use_bytes, &StackStats::in_use_blocks, &StackStats::python_in_use_bytes,
+          &StackStats::mapping_in_use_bytes, &StackStats::in_use_bytes_var,
+          &StackStats::in_use_blocks_var, &StackStats::python_in_use_bytes_var}) {
+      inherited.*f = s.stats.*f;
+    }
+    s.stats = inherited;
+  });
+  Totals& t = p_->totals = Totals();
+  t.peak_bytes = live_bytes_;  // the peak so far is the fork
+  t.peak_blocks = live_blocks_;
+  t.peak_bytes_var = live_bytes_var_;
+  t.peak_blocks_var = live_blocks_var_;
+  t.heap_peak_bytes = live_bytes_ - mapping_live_bytes_;
+  t.heap_peak_bytes_var = live_bytes_var_;
+  t.mapping_peak_bytes = mapping_live_bytes_;
+  arenas_.Finish(&t);
+  t.arena_peak_bytes = t.arena_in_use_bytes;
+  t.mimalloc_peak_bytes = t.mimalloc_in_use_bytes;
+  ++peak_epoch_;  // every stack's value at that peak is what it holds now
+  window_peak_ = WindowBytes();
+  window_open_ = false;
+  Profile& p = *p_;
+  p.has_process = false;  // the child's process record is its first image, not an exec
+  p.process = format::ProcessRecord();
+  p.first_image.reset();
+  p.earlier_images.clear();
+  p.earlier_unrecorded_children = 0;
+  p.end.reset();
+  p.thread_count = 0;
+  p.times.clear();
+  p.timeline.clear();
+  p.resident.clear();
+  p.markers.clear();
+  p.program_end_seq = 0;
+  p.next_seq = 0;
+  p.peak_since_marker_seq = 0;
+  p.size_histogram = SizeHistogram(kSizeBuckets);
+  p.stack_size_histograms.clear();
+  p.checkpoints.clear();
+  timeline_ = Timeline();
+  checkpoints_ = Checkpoints(options_);
+  temporaries_ = Temporaries();
+}
+
 void Replayer::Finish() {
   if (resume_pending_) RestoreState();
   if (implausible_stacks_) {
@@ -499,11 +580,12 @@ void Replayer::Finish() {
   p_->snapshot_seconds = stop_seconds_ >= 0 ? stop_seconds_ : p_->DurationSeconds();
   p_->stacks.reserve(states_.size());
   ForEachState([this](uint64_t stack, StackState& s) {
-    if (s.stats.allocations == 0 && s.stats.in_use_blocks == 0) return;  // never an allocation site
     if (s.changed_in_epoch < peak_epoch_) {  // unchanged since the peak
       CopyInUseToPeak(&s.stats);
       CopyInUseVarianceToPeak(&s.stats);
     }
+    // Never an allocation site (a forked process's inherited stacks count while they held bytes).
+    if (s.stats.allocations == 0 && s.stats.in_use_blocks == 0 && s.stats.peak_blocks == 0) return;
     p_->totals.mapping_at_peak_bytes += s.stats.mapping_peak_bytes;
     for (const StackStatField& f : kStackStatFields) {
       if (f.blocks) s.stats.*f.member = WholeBlocks(s.stats.*f.member);

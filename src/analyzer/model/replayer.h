@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -56,7 +57,7 @@ class Replayer : public format::RecordVisitor {
   void OnModuleUnload(const format::ModuleUnloadRecord& r) override;
   void OnThread(const format::ThreadRecord& r) override;
   void OnStackNode(const format::StackNodeRecord& r) override {
-    p_->nodes.push_back({r.parent, r.ip, ModuleOf(r.ip)});
+    p_->nodes.push_back({r.parent ? r.parent + node_base_ : 0, r.ip, ModuleOf(r.ip)});
   }
   void OnTime(const format::TimeRecord& r) override;
   void OnResident(const format::ResidentRecord& r) override { p_->resident.push_back(r); }
@@ -69,10 +70,29 @@ class Replayer : public format::RecordVisitor {
     p_->sample_exact_from = r.exact_from;
     sampled_ = r.rate != 0;
   }
-  void OnEvent(const format::Event& e) override;
+  void OnEvent(const format::Event& e) override {
+    if (node_base_ == 0 || e.stack == 0) [[likely]] return Play(e);
+    format::Event shifted = e;
+    shifted.stack += node_base_;
+    Play(shifted);
+  }
   // Worth it once the live blocks' table outgrows the second-level cache (churn's stays small).
   bool WantsUpcoming() const override { return heap_.table_bytes() > (size_t{1} << 20); }
   void Upcoming(const format::Event& e) override;
+
+  // A forked process's capture (format 9.2) is replayed after its parent's, up to the fork
+  // (load_profile.cc): the parent's blocks in use then are the child's, with their stacks. Called
+  // between the two: the live set stays; every cumulative figure (allocations, time marks,
+  // markers, the peak) starts again from the fork; the child's stack nodes and modules, numbered
+  // from 1 in its capture, are numbered after the parent's.
+  void BeginForkedImage();
+  // Plays the parent's records up to the fork (fork_prefix.h), called by OnProcess for a
+  // capture whose first image is a forked process's; then BeginForkedImage. Unset: such a
+  // capture is replayed alone (the frees of inherited blocks then match nothing).
+  using ForkPrefixPlayer = std::function<void(const format::ProcessRecord& child, Replayer*)>;
+  void PlayForkPrefixWith(ForkPrefixPlayer player) { play_fork_prefix_ = std::move(player); }
+  // One of the parent's events before the fork: only what it leaves in use counts.
+  void PlayInherited(const format::Event& e);
 
   void Finish();
   bool stopped_early() const { return stop_seconds_ >= 0; }
@@ -91,6 +111,7 @@ class Replayer : public format::RecordVisitor {
   void SaveState(std::string* out) const;
   void RestoreState();
   void StartOver();
+  void Play(const format::Event& e);
   void OnHeapEvent(const format::Event& e);
   uint64_t ModuleOf(uint64_t ip) const;
   void IndexLoadedSegments();
@@ -157,6 +178,10 @@ class Replayer : public format::RecordVisitor {
   uint64_t implausible_stacks_ = 0;  // events whose stack was not plausible
 
   std::vector<uint64_t> loaded_, unloaded_;  // module ids, in load order
+  // A forked process's: what its stack node ids and module ids are shifted by (BeginForkedImage).
+  uint64_t node_base_ = 0;
+  uint64_t module_base_ = 0;
+  ForkPrefixPlayer play_fork_prefix_;
   // The loaded modules' segments by start address, for ModuleOf's binary search: a Python
   // program's capture has millions of stack nodes and its process hundreds of modules. Empty
   // when two of them overlap (a dlclose the agent missed): then the newest-first scan decides.
