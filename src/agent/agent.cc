@@ -69,6 +69,7 @@ uint64_t g_image_start_ns = 0;
 // A child forked while its parent recorded, recording on its own (RecordForkedChild): its
 // capture's path. Null otherwise.
 std::string* g_forked_capture = nullptr;
+bool g_exec_dropped_fork = false;  // a forked child's exec dropped its recording: if it fails...
 uint64_t g_recorded_ancestor = 0;  // a followed descendant's: MEMLENS_TRACKED as it inherited it
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
@@ -159,8 +160,19 @@ std::string ExpandOutputPath(const format::ProcessRecord& process, const char* p
   return out;
 }
 
+void StartForkedChildWriter();
+
 void StopRecording(format::EndReason reason, int64_t detail) {
   if (g_state.load() != kRecording || getpid() != g_pid || IsWriterThread()) return;
+  // A forked child's writer not started yet (RecordForkedChild) starts now to write what it
+  // holds; not from a fatal signal's handler, which must not allocate: that is lost.
+  if (CancelDeferredWriter()) {
+    if (reason != format::EndReason::kSignal) StartForkedChildWriter();
+    if (reason == format::EndReason::kSignal || g_state.load() != kRecording) {
+      g_state.store(kStopped);
+      return;
+    }
+  }
   if (g_exchange) {
     // memlens run drains the rings once the process is gone, and writes the END record from
     // what waitpid tells it. Modules loaded behind the dlopen hooks (the C library's own) go to
@@ -187,14 +199,64 @@ int OpenDescendantCapture(const format::ProcessRecord& process, std::string* pat
 // A child forked while this process recorded, under memlens run --follow-children: from the
 // fork on it records into a capture of its own, which names the fork (format 9.2) so that the
 // analyzer starts it from the blocks it inherited, which the parent's capture holds up to
-// fork_seq. Runs in the child's fork handler, on its only thread: the parent's writer and rings
-// are let go untouched (they are the parent's), and a writer of its own starts.
-bool RecordForkedChild() {
+// fork_seq. Most forked children exec at once (a shell runs each command so), and their few
+// events before it are not worth a writer: the fork handler only readies the recording
+// (RecordForkedChild), into a ring of the child's own, and its writer starts at the first need
+// (StartForkedChildWriter): the ring half full (WakeWriter), an exit, a fork. At an exec before
+// that, the ring's events are dropped and the program the child runs is recorded as any
+// followed descendant is, into a capture of its own (PauseBeforeExec).
+struct ForkedChild {
+  uint64_t parent_pid = 0;  // not getppid(): a parent that exits first leaves 1 there
+  uint64_t parent_image_ns = 0;
+  uint64_t fork_seq = 0;
+  uint64_t realtime_ns = 0;  // when it was forked
+  uint64_t monotonic_ns = 0;
+};
+ForkedChild g_forked;
+// Taken by the fork's prepare handler, before other libraries' child handlers run (their
+// allocations would go to the parent's rings and numbers): whether this process was recording,
+// and the next sequence number.
+bool g_recording_at_fork = false;
+uint64_t g_seq_at_fork = 0;
+
+void StartForkedChildWriter() {
   HookGuard guard;
-  g_state.store(kPassive);  // until its own writer runs
-  const uint64_t fork_seq = g_seq.load(std::memory_order_relaxed);
-  ForgetThreadBuffersAfterFork();  // before leaving the exchange: its slots are not unmapped
-  ForgetThisThreadBuffer();
+  format::ProcessRecord process = DescribeProcess();
+  process.start_realtime_ns = g_forked.realtime_ns;
+  process.start_monotonic_ns = g_forked.monotonic_ns;
+  process.ppid = g_forked.parent_pid;
+  process.fork_parent_image_ns = g_forked.parent_image_ns;
+  process.fork_seq = g_forked.fork_seq;
+  std::string path, error;
+  int slot = OpenDescendantCapture(process, &path, &error);
+  if (!error.empty()) {
+    Say(error + "; not recording");
+    g_state.store(kStopped);
+    return;
+  }
+  if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/true)) {
+    Say("cannot start the writer thread in a forked child; not recording it");
+    DisownFd(slot, true);
+    unlink(path.c_str());  // nothing was written to it
+    g_state.store(kStopped);
+    return;
+  }
+  // The image an exec brings appends to this capture (docs/agent.md, "exec"): the exec's
+  // environment is set to say so (PauseBeforeExec). Not setenv, here: this may be a program's
+  // thread in the middle of its work, and another may be reading the environment.
+  if (!g_forked_capture) g_forked_capture = new std::string();
+  *g_forked_capture = path;
+}
+
+// Runs in the child's fork handler, on its only thread: the parent's writer and rings are let
+// go untouched (they are the parent's); the events from here on go to a ring of its own.
+void RecordForkedChild() {
+  HookGuard guard;
+  g_state.store(kPassive);  // until it is ready
+  ResetOwnedFdsAfterFork();  // the parent's writer may have held their lock at the fork
+  g_forked = {static_cast<uint64_t>(g_pid), g_image_start_ns, g_seq_at_fork,
+              ClockNs(CLOCK_REALTIME), ClockNs(CLOCK_MONOTONIC)};
+  ForgetBuffersAfterFork();  // before leaving the exchange: its slots are not unmapped
   if (g_exchange) {
     LeaveExchangeToRecordHere();
     g_on_new_string.store(nullptr, std::memory_order_release);
@@ -204,34 +266,25 @@ bool RecordForkedChild() {
   g_span_epoch.fetch_add(1);  // the new capture knows no stack yet
   ResetRecorderCounters();
   g_stopping.store(false);
-  format::ProcessRecord process = DescribeProcess();
-  process.fork_parent_image_ns = g_image_start_ns;
-  process.fork_seq = fork_seq;
-  g_pid = static_cast<pid_t>(process.pid);
-  g_image_start_ns = process.start_monotonic_ns;
-  std::string path, error;
-  int slot = OpenDescendantCapture(process, &path, &error);
-  if (!error.empty()) {
-    Say(error + "; not recording");
-    return false;
-  }
-  // The image an exec brings appends to this capture (docs/agent.md, "exec").
-  setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
-  setenv("MEMLENS_OUTPUT", path.c_str(), 1);
-  if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/true)) {
-    Say("cannot start the writer thread in a forked child; not recording it");
-    DisownFd(slot, true);
-    return false;
-  }
-  if (!g_forked_capture) g_forked_capture = new std::string();
-  *g_forked_capture = path;
+  if (g_forked_capture) g_forked_capture->clear();  // its parent's, if it was forked too
+  g_pid = getpid();
+  g_image_start_ns = g_forked.monotonic_ns;
+  DeferWriterStart(StartForkedChildWriter);
   g_state.store(kRecording);
-  return true;
+}
+
+// A process about to fork whose writer has not started: its capture must exist, from which
+// the child's replay starts.
+void OnForkPrepare() {
+  g_recording_at_fork = g_state.load() == kRecording && getpid() == g_pid;
+  if (g_recording_at_fork) StartDeferredWriter();
+  g_seq_at_fork = g_seq.load(std::memory_order_relaxed);
 }
 
 void OnForkChild() {
-  const bool recording = g_state.load() == kRecording;
-  if (recording && g_following_children && !g_span_open && RecordForkedChild()) return;
+  const bool recording = g_recording_at_fork;
+  g_recording_at_fork = false;
+  if (recording && g_following_children && !g_span_open) return RecordForkedChild();
   // Else the child has no writer thread and shares our capture file: it does not record.
   if (recording) g_forked_while_recording = true;
   g_state.store(kPassive);
@@ -331,7 +384,7 @@ void Start() {
   g_image_start_ns = process.start_monotonic_ns;
   if (g_exchange) {  // memlens run writes the capture (hosted.h)
     setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
-    pthread_atfork(nullptr, nullptr, OnForkChild);
+    pthread_atfork(OnForkPrepare, nullptr, OnForkChild);
     g_on_new_string.store(PublishString, std::memory_order_release);
     BeginHostedImage(process, g_sample_rate, g_sample_exact_from);
     InstallFatalSignalHandlers();
@@ -355,7 +408,7 @@ void Start() {
   setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
   // The image an exec brings appends to this file, whatever %e would say for it.
   setenv("MEMLENS_OUTPUT", path.c_str(), 1);
-  pthread_atfork(nullptr, nullptr, OnForkChild);
+  pthread_atfork(OnForkPrepare, nullptr, OnForkChild);
   if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/!append)) {
     Say("cannot start the writer thread; not recording");
     DisownFd(slot, true);
@@ -464,33 +517,40 @@ bool ExecKeepsExchange(char* const envp[]) {
 
 namespace {
 
-// A forked child's exec (RecordForkedChild): the program it runs appends to this capture, as
-// MEMLENS_TRACKED and MEMLENS_OUTPUT say in the environment. A program that passes one of its
-// own (a shell's table of variables, made before the fork handler set them) has them set in a
-// copy of it, where it has them at all. Returns envp itself when nothing needed setting.
+// A forked child's exec after its writer started (StartForkedChildWriter): the program it runs
+// appends to this capture, as MEMLENS_TRACKED (this pid) and MEMLENS_OUTPUT (the capture) tell
+// it. The fork handler set neither (setenv is not safe there), and a program may exec with an
+// environment of its own (a shell's table of variables): the exec gets a copy of its
+// environment with them set. Only where it has MEMLENS_TRACKED: an environment without it
+// names no recorded process, and its program is no part of the run.
 char* const* EnvironmentNamingThisCapture(char* const envp[]) {
   HookGuard guard;
   const std::string tracked = "MEMLENS_TRACKED=" + std::to_string(g_pid);
   const std::string output = "MEMLENS_OUTPUT=" + *g_forked_capture;
+  auto names = [](const char* entry, const std::string& ours) {
+    return strncmp(entry, ours.c_str(), ours.find('=') + 1) == 0;
+  };
   size_t n = 0;
-  bool stale = false;
-  for (; envp && envp[n]; ++n) {
-    for (const std::string* ours : {&tracked, &output}) {
-      const size_t name = ours->find('=') + 1;
-      stale |= strncmp(envp[n], ours->c_str(), name) == 0 && *ours != envp[n];
+  bool has_tracked = false;
+  for (; envp && envp[n]; ++n) has_tracked |= names(envp[n], tracked);
+  if (!has_tracked) return envp;
+  // Left behind: the exec replaces the process, or fails and the program goes on with its own.
+  char** copy = static_cast<char**>(malloc((n + 2) * sizeof(char*)));
+  char* tracked_entry = strdup(tracked.c_str());
+  char* output_entry = strdup(output.c_str());
+  if (!copy || !tracked_entry || !output_entry) return envp;
+  size_t k = 0;
+  bool output_set = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (names(envp[i], output)) {
+      if (!output_set) copy[k++] = output_entry;
+      output_set = true;
+    } else {
+      copy[k++] = names(envp[i], tracked) ? tracked_entry : envp[i];
     }
   }
-  if (!stale) return envp;
-  // Left behind when the exec fails: the program goes on with its own envp.
-  char** copy = static_cast<char**>(malloc((n + 1) * sizeof(char*)));
-  if (!copy) return envp;
-  for (size_t i = 0; i <= n; ++i) {
-    copy[i] = envp[i];
-    for (const std::string* ours : {&tracked, &output}) {
-      const size_t name = ours->find('=') + 1;
-      if (envp[i] && strncmp(envp[i], ours->c_str(), name) == 0) copy[i] = strdup(ours->c_str());
-    }
-  }
+  if (!output_set) copy[k++] = output_entry;
+  copy[k] = nullptr;
   return copy;
 }
 
@@ -501,13 +561,26 @@ char* const* PauseBeforeExec(const char* path, char* const envp[]) {
   // it is: no END record, no wait.
   if (path && strchr(path, '/') && access(path, X_OK) != 0) return envp;
   if (g_state.load() != kRecording || getpid() != g_pid || t_in_hook) return envp;
-  char* const* exec_envp = g_forked_capture ? EnvironmentNamingThisCapture(envp) : envp;
+  if (CancelDeferredWriter()) {  // a forked child that execs before its writer ever started
+    g_state.store(kPassive);
+    g_exec_dropped_fork = true;
+    DiscardBufferedEvents();
+    return envp;
+  }
+  char* const* exec_envp =
+      g_forked_capture && !g_forked_capture->empty() ? EnvironmentNamingThisCapture(envp) : envp;
   KeepExchangeAcrossExec(ExecKeepsExchange(exec_envp));
   PauseWriterForExec(kStopTimeoutMs);
   return exec_envp;
 }
 
 void ResumeAfterFailedExec() {
+  if (g_exec_dropped_fork) {  // it records on, from here, its writer still to start
+    g_exec_dropped_fork = false;
+    DeferWriterStart(StartForkedChildWriter);
+    g_state.store(kRecording);
+    return;
+  }
   if (g_state.load() == kRecording && getpid() == g_pid) {
     KeepExchangeAcrossExec(false);
     ResumeWriter();
@@ -645,7 +718,7 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
     g_span_patched = false;
     return false;
   }
-  if (g_spans == 0) pthread_atfork(nullptr, nullptr, OnForkChild);
+  if (g_spans == 0) pthread_atfork(OnForkPrepare, nullptr, OnForkChild);
   // A capture of its own: stacks, sequence numbers and counters start again.
   g_span_epoch.fetch_add(1);
   DiscardBufferedEvents();

@@ -47,6 +47,7 @@ void LockOwnedFds() {
   while (g_locked.exchange(true, std::memory_order_acquire)) sched_yield();
 }
 void UnlockOwnedFds() { g_locked.store(false, std::memory_order_release); }
+void ResetOwnedFdsAfterFork() { g_locked.store(false, std::memory_order_relaxed); }
 
 int OwnFd(int fd) {
   int high = MoveHigh(fd);

@@ -34,6 +34,8 @@ void ReplaceFd(int slot, int new_fd);
 // Held around every system call on an owned descriptor, so that it never moves under the call.
 void LockOwnedFds();
 void UnlockOwnedFds();
+// In a child just forked (one thread): a lock its parent's writer held at the fork is let go.
+void ResetOwnedFdsAfterFork();
 
 // For the interposers.
 bool IsOwnedFd(int fd);

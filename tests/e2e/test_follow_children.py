@@ -277,3 +277,17 @@ def test_forked_pool_workers_start_from_what_they_inherited(tmp_path, python, me
         leaked += at_line(worker["capture"], 5)
         assert worker["totals"]["in_use_at_exit_bytes"] > 5_000_000
     assert 10_000_004 < leaked < 10_000_004 + 4096, leaked
+
+
+def test_forks_while_other_threads_allocate_never_hang_a_child(tmp_path):
+    """A followed descendant (its writer inside it) forks 200 times while another of its threads
+    allocates without pause: every fork lands somewhere in that thread's and the writer's work,
+    and no child hangs on a lock they held; each child's capture has its 500 bytes."""
+    storm = PROGRAMS / "fork_storm"
+    proc, run = run_following(tmp_path, "sh", "-c", f"'{storm}' 200; true")
+    assert (proc.returncode, proc.stdout) == (0, "forked 200\n"), proc.stderr
+    rows = processes(run)["processes"]
+    children = [r for r in rows if r["forked"] and r["argv"][1:] == ["200"]]
+    assert len(children) == 200, len(children)
+    for child in children[:5]:
+        assert Recorded(None, child["capture"]).row_at("fork_storm.c", "storm_child")["leaked_bytes"] == 500

@@ -428,16 +428,16 @@ __attribute__((visibility("default"))) int execve(const char* path, char* const 
 
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
   Enter();
-  memlens::agent::PauseBeforeExec(path, environ);
-  int rc = real::execv(path, argv);
+  // As execve with the environment, which a forked child's exec sets (agent.h).
+  int rc = real::execve(path, argv, memlens::agent::PauseBeforeExec(path, environ));
   AfterFailedExec();
   return rc;
 }
 
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
   Enter();
-  memlens::agent::PauseBeforeExec(file, environ);
-  int rc = real::execvp(file, argv);
+  // As execvpe with the environment, which a forked child's exec sets (agent.h).
+  int rc = real::execvpe(file, argv, memlens::agent::PauseBeforeExec(file, environ));
   AfterFailedExec();
   return rc;
 }

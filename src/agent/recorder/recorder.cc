@@ -249,7 +249,10 @@ uint64_t TakeDroppedEvents() {
   return total - g_dropped_reported.exchange(total, std::memory_order_relaxed);
 }
 
-void ForgetThisThreadBuffer() { t_buffer = nullptr; }
+void ForgetBuffersAfterFork() {
+  ForgetThreadBuffersAfterFork(t_buffer);
+  t_buffer = nullptr;
+}
 
 void ResetRecorderCounters() {
   g_seq.store(0, std::memory_order_relaxed);
@@ -258,7 +261,18 @@ void ResetRecorderCounters() {
   g_unrecorded_children.store(0, std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<void (*)()> g_deferred_writer_start{nullptr};
+}  // namespace
+
+void DeferWriterStart(void (*start)()) { g_deferred_writer_start.store(start); }
+void StartDeferredWriter() {
+  if (void (*start)() = g_deferred_writer_start.exchange(nullptr)) start();
+}
+bool CancelDeferredWriter() { return g_deferred_writer_start.exchange(nullptr) != nullptr; }
+
 void WakeWriter() {
+  if (g_deferred_writer_start.load(std::memory_order_relaxed)) [[unlikely]] StartDeferredWriter();
   g_control->wake.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, &g_control->wake, g_control_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, 1,
           nullptr, nullptr, 0);

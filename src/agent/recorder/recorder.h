@@ -88,15 +88,22 @@ uint64_t UnrecordedChildren();
 // --- shared with the writer thread ---
 extern std::atomic<uint64_t> g_seq;            // next sequence number
 extern std::atomic<bool> g_writer_running;
-void WakeWriter();  // futex wake on g_control->wake (writer.h); its rounds: g_control->rounds
+// futex wake on g_control->wake (writer.h); its rounds: g_control->rounds. A writer whose start
+// was deferred (DeferWriterStart) is started first.
+void WakeWriter();
+// A forked child's writer starts only when needed (agent.cc, RecordForkedChild): `start` runs
+// once, at the first of StartDeferredWriter (WakeWriter calls it) and CancelDeferredWriter.
+void DeferWriterStart(void (*start)());
+void StartDeferredWriter();
+bool CancelDeferredWriter();  // true when a start was pending, and now will not happen
 // Bumped at the start of each span (agent.h): a thread's first stack in it is sent whole, since
 // the new capture knows none of the stacks before.
 extern std::atomic<uint32_t> g_span_epoch;
 // A new capture: the sequence and the counters of its END record start again from zero. Only
 // while nothing records.
 void ResetRecorderCounters();
-// In a child just forked, after ForgetThreadBuffersAfterFork (thread_buffer.h): the calling
-// thread's buffer is gone, and it takes a new one at its next event.
-void ForgetThisThreadBuffer();
+// In a child just forked: every thread's buffer is let go (ForgetThreadBuffersAfterFork,
+// thread_buffer.h), and the calling thread takes a new one at its next event.
+void ForgetBuffersAfterFork();
 
 }  // namespace memlens::agent

@@ -32,12 +32,12 @@ bool ThreadBuffer::Grow() {
 
 ThreadBuffer* FirstThreadBuffer() { return g_registry.load(std::memory_order_acquire); }
 
-void ForgetThreadBuffersAfterFork() {
+void ForgetThreadBuffersAfterFork(const ThreadBuffer* current) {
   constexpr size_t kPrivateBytes = kSlotHeaderBytes + ThreadBuffer::kMaxCapacity;
   ThreadBuffer* b = g_registry.exchange(nullptr, std::memory_order_acq_rel);
   while (b) {
     ThreadBuffer* next = b->next;
-    if (!g_exchange) Unmap(b, kPrivateBytes);
+    if (!g_exchange && b != current) Unmap(b, kPrivateBytes);
     b = next;
   }
 }

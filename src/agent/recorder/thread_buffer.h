@@ -209,7 +209,9 @@ ThreadBuffer* FirstThreadBuffer();
 // In a child just forked, before it records on its own (agent.cc): the registry's buffers hold
 // the parent's events, and its other threads are not here. Each is let go (a private ring
 // unmapped; an exchange slot, which is the parent's, only forgotten) and the registry emptied.
-// The calling thread takes a new buffer at its next event (ForgetThisThreadBuffer, recorder.h).
-void ForgetThreadBuffersAfterFork();
+// `current`, the calling thread's, stays mapped: a fork from a signal handler returns to a frame
+// that may be writing into it. The thread takes a new buffer at its next event
+// (ForgetThisThreadBuffer, recorder.h).
+void ForgetThreadBuffersAfterFork(const ThreadBuffer* current);
 
 }  // namespace memlens::agent

@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <climits>
@@ -66,17 +67,34 @@ int CollectModule(dl_phdr_info* info, size_t, void* data) {
 // dl_iterate_phdr holds the loader's lock while it walks the objects. A fork on another thread
 // in that time would leave the child with the lock held for good: its first dlopen (a Python
 // worker's first import of an extension) would hang. Scans and forks exclude each other.
+// The fork's wait is bounded (a scan takes microseconds; a fork from a signal handler that
+// interrupted a scan on its own thread would wait for itself): past it, the fork goes on.
 pthread_mutex_t g_scan_or_fork = PTHREAD_MUTEX_INITIALIZER;
 pthread_once_t g_fork_handlers_once = PTHREAD_ONCE_INIT;
+bool g_held_for_fork = false;
 void TakeScanLock() { pthread_mutex_lock(&g_scan_or_fork); }
 void DropScanLock() { pthread_mutex_unlock(&g_scan_or_fork); }
+void HoldScansForFork() {
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_nsec += 100 * 1000 * 1000;
+  if (deadline.tv_nsec >= 1000000000) {
+    deadline.tv_sec += 1;
+    deadline.tv_nsec -= 1000000000;
+  }
+  g_held_for_fork = pthread_mutex_timedlock(&g_scan_or_fork, &deadline) == 0;
+}
+void ReleaseScansAfterFork() {
+  if (g_held_for_fork) DropScanLock();
+  g_held_for_fork = false;
+}
 
 }  // namespace
 
 void ModuleScanner::Rescan(std::vector<format::ModuleRecord>* loaded,
                            std::vector<uint64_t>* unloaded) {
   pthread_once(&g_fork_handlers_once,
-               [] { pthread_atfork(TakeScanLock, DropScanLock, DropScanLock); });
+               [] { pthread_atfork(HoldScansForFork, ReleaseScansAfterFork, ReleaseScansAfterFork); });
   std::vector<Seen> seen;
   TakeScanLock();
   dl_iterate_phdr(CollectModule, &seen);

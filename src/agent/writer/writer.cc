@@ -398,6 +398,7 @@ void ForgetWriterAfterFork() {
   if (g_writer) g_writer->io.Close();
   g_writer = nullptr;  // its thread is not in this process: its state may be half-changed
   g_writer_running.store(false, std::memory_order_relaxed);
+  g_writer_has_arena.store(false, std::memory_order_relaxed);
   g_control = &g_local_control;
   g_control_shared = false;
   new (&g_local_control) WriterControl();

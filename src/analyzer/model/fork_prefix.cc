@@ -16,6 +16,7 @@ class ForkPrefix : public format::RecordVisitor {
       : child_(child), replayer_(replayer) {}
 
   bool found() const { return found_; }
+  bool done() const { return done_; }
   // Every event before the fork was read (the capture may end early: a parent killed).
   bool complete() const { return past_fork_ || next_seq_ >= child_.fork_seq; }
 
@@ -90,11 +91,28 @@ std::vector<std::string> CapturesOfPid(const std::string& directory, uint64_t pi
 
 void PlayForkPrefix(const std::string& directory, const format::ProcessRecord& child,
                     Replayer* replayer, std::vector<std::string>* warnings) {
+  // A parent started before its child: captures that say otherwise (damaged, or made to name
+  // each other) would have the replay go round and round.
+  constexpr int kMostForks = 64;  // forks of forks, nested
+  static thread_local int depth = 0;
+  if (child.fork_parent_image_ns >= child.start_monotonic_ns || depth >= kMostForks) {
+    warnings->push_back("this process's record of its fork is not plausible: the blocks it "
+                        "inherited are not counted");
+    return;
+  }
+  ++depth;
+  struct Leave {
+    ~Leave() { --depth; }
+  } leave;
   for (const std::string& path : CapturesOfPid(directory, child.ppid)) {
     ForkPrefix prefix(child, replayer);
     ReadStatus status;
     std::string error;
-    ReadCapture(path, &prefix, &status, &error);
+    ReadOptions read;  // past the fork, the parent's events are not decoded
+    read.decoding = [&prefix](uint64_t) {
+      return prefix.done() ? format::EventDecoding::kSkip : format::EventDecoding::kDeliver;
+    };
+    ReadCapture(path, &prefix, &status, &error, read);
     if (!prefix.found()) continue;
     if (!prefix.complete()) {
       warnings->push_back("the capture of its parent (" + path +

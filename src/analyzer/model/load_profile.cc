@@ -123,8 +123,10 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
     profile->read.bytes_read = end.bytes_read;
     profile->read.damage = end.damage;
   }
-  // memlens run stopped following the capture (^C while it was being indexed): no index.
-  const bool cancelled = use.follow && use.follow->load() == kReadCancelled;
+  // memlens run stopped following the capture (^C while it was being indexed): no index. Nor
+  // for a forked process's, replayed with its parent's each time (Replayer::BeginForkedImage).
+  const bool cancelled = (use.follow && use.follow->load() == kReadCancelled) ||
+                         (profile->first_image && profile->first_image->Forked());
   if (use.writer && profile->read.missing_events == 0 && !cancelled) {
     replayer.SaveEnd(metadata, profile->read);
   }
@@ -302,7 +304,8 @@ bool LoadProfile(Capture* capture, const SnapshotSpec& snapshot, const ReplayOpt
       index.peak_bytes = full.totals.peak_bytes;
       index.peak_blocks = full.totals.peak_blocks;
     }
-    stop_seq = index.peak_seq + 1;
+    // A forked process's peak at the fork is before its first event (never indexed).
+    stop_seq = !indexed && full.peak_at_fork ? 0 : index.peak_seq + 1;
   }
   IndexUse resume;
   if (indexed) {
@@ -316,7 +319,8 @@ bool LoadProfile(Capture* capture, const SnapshotSpec& snapshot, const ReplayOpt
     profile->totals.peak_bytes = index.peak_bytes;
     profile->totals.peak_blocks = index.peak_blocks;
     profile->totals.peak_seq = index.peak_seq;
-    profile->snapshot_seconds = profile->SecondsAt(index.peak_seq);
+    profile->peak_at_fork = stop_seq == 0;
+    profile->snapshot_seconds = stop_seq == 0 ? 0 : profile->SecondsAt(index.peak_seq);
   }
   return true;
 }
@@ -340,8 +344,11 @@ bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::stri
     return false;
   }
   if (index->path.empty()) {
-    *error = full.read.missing_events ? "'" + path + "' misses events: it cannot be indexed"
-                                      : "could not write the index of '" + path + "'";
+    *error = full.first_image && full.first_image->Forked()
+                 ? "'" + path + "' is a forked process's capture: it is replayed with its " +
+                       "parent's each time, and has no index"
+             : full.read.missing_events ? "'" + path + "' misses events: it cannot be indexed"
+                                        : "could not write the index of '" + path + "'";
     return false;
   }
   return true;

@@ -40,16 +40,28 @@ std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes) {
   std::unordered_map<uint64_t, std::vector<size_t>> by_pid;  // each in order of start
   for (size_t i : by_start) by_pid[n[i].pid].push_back(i);
   std::vector<std::vector<size_t>> children(n.size());
-  for (size_t i : by_start) {
-    for (uint64_t pid : {n[i].ppid, n[i].recorded_ancestor}) {
-      auto same_pid = by_pid.find(pid);
-      if (n[i].parent != ProcessNode::kNoParent || pid == 0 || same_pid == by_pid.end()) continue;
-      for (size_t j : same_pid->second) {  // the last of them to start before it
-        if (n[j].start_ns > n[i].start_ns) break;
-        if (j != i) n[i].parent = j;
-      }
+  // Of the known processes of this pid, the one that started last before process i.
+  auto last_before = [&](uint64_t pid, size_t i) {
+    size_t found = ProcessNode::kNoParent;
+    auto same_pid = by_pid.find(pid);
+    if (pid == 0 || same_pid == by_pid.end()) return found;
+    for (size_t j : same_pid->second) {
+      if (n[j].start_ns > n[i].start_ns) break;
+      if (j != i) found = j;
     }
-    if (n[i].parent != ProcessNode::kNoParent) children[n[i].parent].push_back(i);
+    return found;
+  };
+  for (size_t i : by_start) {
+    size_t parent = last_before(n[i].ppid, i);
+    size_t ancestor = last_before(n[i].recorded_ancestor, i);
+    // Its parent, unless that pid's process started before the ancestor it names: then its
+    // parent was not recorded, and the pid is an earlier process's, used again.
+    if (parent == ProcessNode::kNoParent ||
+        (ancestor != ProcessNode::kNoParent && n[parent].start_ns < n[ancestor].start_ns)) {
+      parent = ancestor;
+    }
+    n[i].parent = parent;
+    if (parent != ProcessNode::kNoParent) children[parent].push_back(i);
   }
   std::vector<size_t> order;
   std::vector<bool> seen(n.size(), false);

@@ -44,17 +44,21 @@ TEST(ProcessSet, TreeOrderParentsAndDepths) {
 // recorded, to its parent, whatever ancestor its environment named.
 TEST(ProcessSet, TheParentFirstThenTheRecordedAncestor) {
   std::vector<ProcessNode> nodes = {
-      {10, 1, 100, true},  // 0: the program
+      {10, 1, 100, true},   // 0: the program
       {20, 10, 200, true},  // 1: a subshell it forked (recorded)
       {30, 20, 300, true},  // 2: the subshell's child, whose environment named 10
       {40, 25, 400, true},  // 3: a child of an unrecorded 25, which named 10
+      {25, 10, 50, true},   // 4: an earlier process of pid 25, started before 10: not 3's parent
+      {60, 30, 600, true},  // 5: a child of 30, which its environment did not name
   };
   nodes[2].recorded_ancestor = 10;
   nodes[3].recorded_ancestor = 10;
-  EXPECT_EQ(ProcessTree(&nodes), (std::vector<size_t>{0, 1, 2, 3}));
+  nodes[5].recorded_ancestor = 20;
+  EXPECT_EQ(ProcessTree(&nodes), (std::vector<size_t>{4, 0, 1, 2, 5, 3}));
   EXPECT_EQ(nodes[2].parent, 1u);
   EXPECT_EQ(nodes[3].parent, 0u);
-  EXPECT_EQ((std::vector<int>{nodes[2].depth, nodes[3].depth}), (std::vector<int>{2, 1}));
+  EXPECT_EQ(nodes[5].parent, 2u);
+  EXPECT_EQ(nodes[5].depth, 3);
 }
 
 TEST(ProcessSet, APidLoopStillListsEveryProcess) {

@@ -188,6 +188,9 @@ struct Profile {
   // Where a Python program's own code ended (format::EventKind::kProgramEnd) in the last image,
   // even past the snapshot; 0 when it has none (native programs, os._exit, a killed process).
   uint64_t program_end_seq = 0;
+  // A forked process's peak was what it inherited, before its first event (fork_prefix.h):
+  // totals.peak_seq then names no event.
+  bool peak_at_fork = false;
   SnapshotSpec snapshot;            // the moment the in-use figures describe
   double snapshot_seconds = 0;      // when that moment was
   uint64_t from_checkpoint_seq = 0;  // the replay started from the snapshot index's state there

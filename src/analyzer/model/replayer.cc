@@ -252,6 +252,7 @@ void Replayer::Allocate(uint64_t stack, Weight w, uint64_t seq, Domain domain) {
     p_->totals.peak_bytes_var = live_bytes_var_;  // 0 in a full capture
     p_->totals.peak_blocks_var = live_blocks_var_;
     p_->totals.peak_seq = seq;
+    p_->peak_at_fork = false;
     ++peak_epoch_;  // every stack's current value is now its value at the peak
   }
 }
@@ -500,6 +501,11 @@ void Replayer::PlayInherited(const format::Event& event) {
 }
 
 void Replayer::BeginForkedImage() {
+  // The index's states would hold the parent's share as it was when the index was made: a
+  // forked process's capture is replayed whole each time, parent first (docs/snapshot-index.md).
+  if (index_writer_) index_writer_->StopCheckpoints();
+  index_writer_ = nullptr;
+  implausible_stacks_ = 0;  // the parent's damage is the parent's
   node_base_ = p_->nodes.size() - 1;
   module_base_ = 0;
   for (const auto& [id, m] : p_->modules) module_base_ = std::max(module_base_, id);
@@ -523,6 +529,7 @@ void Replayer::BeginForkedImage() {
   t.peak_blocks = live_blocks_;
   t.peak_bytes_var = live_bytes_var_;
   t.peak_blocks_var = live_blocks_var_;
+  p_->peak_at_fork = true;
   t.heap_peak_bytes = live_bytes_ - mapping_live_bytes_;
   t.heap_peak_bytes_var = live_bytes_var_;
   t.mapping_peak_bytes = mapping_live_bytes_;
