@@ -5,6 +5,7 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/model/capture.h"
+#include "analyzer/model/merge_profiles.h"
 #include "analyzer/model/process_set.h"
 #include "analyzer/model/runtime_allocations.h"
 
@@ -95,6 +96,39 @@ bool ParseOrComplain(const std::string& argument, const FilterOptions& filters,
   return true;
 }
 
+namespace {
+
+// The directory of a memlens run --follow-children: its processes merged into one profile
+// (merge_profiles.h), each loaded at `snapshot`. A capture that cannot be read is left out, and
+// said.
+bool LoadRunOrComplain(const std::string& run, const analyzer::SnapshotSpec& snapshot,
+                       const analyzer::ReplayOptions& replay, Profile* profile) {
+  std::vector<analyzer::RunProcess> processes;
+  std::vector<analyzer::ProcessNode> nodes;
+  const std::vector<size_t> order = analyzer::LoadRun(run, snapshot, replay, &processes, &nodes);
+  std::vector<Profile> profiles;
+  std::vector<std::string> left_out;
+  for (size_t i : order) {
+    if (processes[i].error.empty()) {
+      profiles.push_back(std::move(processes[i].profile));
+    } else {
+      left_out.push_back(processes[i].capture + ": " + processes[i].error);
+    }
+  }
+  std::string error;
+  if (profiles.empty()) {
+    return Complain("'" + run + "': none of its captures can be read (" + left_out.front() + ")"),
+           false;
+  }
+  if (!analyzer::MergeProfiles(std::move(profiles), run, profile, &error)) {
+    return Complain(error), false;
+  }
+  for (const std::string& why : left_out) profile->warnings.push_back("left out: " + why);
+  return true;
+}
+
+}  // namespace
+
 bool LoadOrComplain(analyzer::Capture* capture, const analyzer::SnapshotSpec& snapshot,
                     const FilterOptions& filters, analyzer::ReplayOptions replay,
                     Profile* profile) {
@@ -102,10 +136,8 @@ bool LoadOrComplain(analyzer::Capture* capture, const analyzer::SnapshotSpec& sn
   replay.heap = filters.heap;
   std::string error;
   if (analyzer::LoadProfile(capture, snapshot, replay, profile, &error)) return true;
-  if (const size_t n = analyzer::CapturesIn(capture->path()).size()) {  // --follow-children's
-    error += ": it holds the captures of " + std::to_string(n) +
-             (n == 1 ? " process" : " processes") + " (memlens summary " + capture->path() +
-             " lists them); name one of them";
+  if (!analyzer::CapturesIn(capture->path()).empty()) {  // --follow-children's directory
+    return LoadRunOrComplain(capture->path(), snapshot, replay, profile);
   }
   Complain(error);
   return false;
@@ -126,6 +158,19 @@ void ApplyFilters(const FilterOptions& filters, analyzer::StackResolver* resolve
   std::string error;
   if (ParseFilter(filters, &filter, &error)) analyzer::FilterProfile(filter, resolver, profile);
   analyzer::SetRuntimeApart(resolver, profile);
+}
+
+bool RefusedRun(const std::string& argument, const std::string& view) {
+  std::string path, error;
+  analyzer::SnapshotSpec snapshot;
+  if (!analyzer::ParseCaptureArgument(argument, &path, &snapshot, &error) ||
+      analyzer::CapturesIn(path).empty()) {
+    return false;
+  }
+  Complain("'" + path + "' holds a run of several processes; " + view +
+           " reads one process's capture: name one of them (memlens summary " + path +
+           " lists them)");
+  return true;
 }
 
 int Complain(const std::string& message) {
@@ -167,6 +212,11 @@ std::string ProgramEndNote(const Profile& p) {
 }
 
 void PrintProgramEndNote(const Profile& p) {
+  if (p.merged_processes) {
+    std::cout << "The run in " << p.path << ": its " << p.merged_processes
+              << " processes merged, each at its own moment (memlens summary " << p.path
+              << " lists them)\n";
+  }
   if (p.AtProgramEndByDefault()) std::cout << "Note: exit is " << ProgramEndNote(p) << "\n";
 }
 

@@ -80,5 +80,8 @@ void PrintWarnings(const analyzer::Profile& profile, const analyzer::StackResolv
 void WriteCaptureJson(analyzer::JsonWriter* json, const analyzer::Profile& profile,
                       const analyzer::StackResolver& resolver);
 int Complain(const std::string& message);  // prints "memlens: message", returns kExitBadInput
+// A view of one process's own (its address space, its blocks, the report) given a run's
+// directory (`argument`): says so, naming the run, and returns true; false for anything else.
+bool RefusedRun(const std::string& argument, const std::string& view);
 
 }  // namespace memlens::cli

@@ -53,6 +53,7 @@ int Blocks(const BlocksOptions& o) {
   replay.leave_out_python_file = o.leave_out_python_file;
   const bool peak_since =
       !o.peak_since_marker.empty() || o.peak_since_seq || !o.leave_out_python_file.empty();
+  if (RefusedRun(o.common.capture, "blocks (addresses)")) return kExitBadInput;
   if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p, StackOptionsOf(o.common.filters));
   ApplyFilters(o.common.filters, &resolver, &p);

@@ -53,6 +53,9 @@ void PrintStack(const StackResolver& resolver, const Stack& stack) {
 int Growth(const LeaksOptions& o);
 
 int Leaks(const LeaksOptions& o) {
+  if (o.growth && RefusedRun(o.common.capture, "leaks --growth (one clock's checkpoints)")) {
+    return kExitBadInput;
+  }
   if (o.growth) return Growth(o);
   std::vector<FramePattern> suppressions;
   std::string error;

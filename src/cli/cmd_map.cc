@@ -30,6 +30,7 @@ int Map(const AnalysisOptions& o) {
   Profile p;
   ReplayOptions replay;
   replay.address_map = true;
+  if (RefusedRun(o.capture, "map (an address space)")) return kExitBadInput;
   if (!LoadOrComplain(o.capture, o.filters, replay, &p)) return kExitBadInput;
   StackResolver resolver(p);
   MapView view = BuildMap(p, &resolver);

@@ -44,6 +44,7 @@ int Report(const ReportOptions& o) {
   std::string path, error;
   SnapshotSpec snapshot;
   if (!ParseCaptureArgument(o.capture, &path, &snapshot, &error)) return Complain(error);
+  if (RefusedRun(o.capture, "report")) return kExitBadInput;
   double duration = 0;
   Capture capture(path);  // opened once: the duration from its index when it has one
   if (!capture.DurationSeconds(&duration, &error)) return Complain(error);

@@ -657,12 +657,13 @@ CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* progr
                   "reproducible")
       ->type_name("BYTES");
   cmd->add_flag("--follow-children", options->follow_children,
-                "record every process the program starts that runs a program of its own\n"
-                "(fork and exec, posix_spawn, system, subprocess, a shell's commands), and\n"
+                "record every process the program starts (fork, with or without an exec,\n"
+                "posix_spawn, system, subprocess, multiprocessing, a shell's commands), and\n"
                 "their descendants, each into a capture of its own in one directory: -o DIR\n"
-                "(default memlens-PROGRAM-PID/). `memlens summary DIR` lists the processes;\n"
-                "every other view reads one of the captures. A forked child that runs no\n"
-                "other program is not recorded (docs/agent.md, \"Processes\")");
+                "(default memlens-PROGRAM-PID/); a forked child's starts from the blocks it\n"
+                "inherited. `memlens summary DIR` lists the processes; every other view\n"
+                "takes DIR, the processes merged by site, or one of the captures\n"
+                "(docs/agent.md, \"Processes\")");
   cmd->add_flag("--no-index", options->no_index,
                 "do not index the capture while the program runs. By default, once the\n"
                 "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"

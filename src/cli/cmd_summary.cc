@@ -268,7 +268,8 @@ CommandRunner AddSummaryCommand(CLI::App* cmd) {
   cmd->footer(
       "The capture may also be the directory of a `memlens run --follow-children` run: the\n"
       "summary then lists its processes as a tree (pid, parent, peak, in use at exit,\n"
-      "allocated, duration, command) with their totals; every other view reads one capture.");
+      "allocated, duration, command) with their totals; every other view takes the run, its\n"
+      "processes merged by site, or one of its captures.");
   return [o] { return Summary(*o); };
 }
 

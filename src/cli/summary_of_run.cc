@@ -22,15 +22,7 @@ namespace {
 
 using namespace analyzer;
 
-struct ProcessRow {
-  std::string capture;
-  Profile profile;
-  std::string error;  // the capture could not be read: only its name is shown
-  // The process as it started, before any exec: its pid, parent and start.
-  const format::ProcessRecord& Started() const {
-    return profile.first_image ? *profile.first_image : profile.process;
-  }
-};
+using ProcessRow = RunProcess;  // an unreadable capture's row shows only its name
 
 std::string EndNote(const Profile& p) {
   if (p.end) return "";
@@ -50,24 +42,17 @@ int SummaryOfRun(const AnalysisOptions& o) {
     return Complain("'" + o.capture + "' is a directory without captures (*.mlens): give a "
                     "capture, or the directory of a memlens run --follow-children");
   }
-  std::vector<ProcessRow> rows(captures.size());
-  std::vector<ProcessNode> nodes(captures.size());
-  for (size_t i = 0; i < captures.size(); ++i) {
-    ProcessRow& row = rows[i];
-    row.capture = captures[i];
-    ReplayOptions replay;
-    replay.thread = o.filters.thread;
-    replay.heap = o.filters.heap;
-    if (LoadProfile(row.capture, SnapshotSpec{}, replay, &row.profile, &row.error)) {
-      StackResolver resolver(row.profile, StackOptionsOf(o.filters));
-      ApplyFilters(o.filters, &resolver, &row.profile);
-      // A process whose parent was not recorded names its nearest recorded ancestor.
-      const format::ProcessRecord& p = row.Started();
-      nodes[i] = {p.pid, p.ppid, p.start_monotonic_ns, true};
-      nodes[i].recorded_ancestor = p.recorded_parent;
-    }
+  ReplayOptions replay;
+  replay.thread = o.filters.thread;
+  replay.heap = o.filters.heap;
+  std::vector<ProcessRow> rows;
+  std::vector<ProcessNode> nodes;
+  const std::vector<size_t> order = LoadRun(o.capture, SnapshotSpec{}, replay, &rows, &nodes);
+  for (ProcessRow& row : rows) {
+    if (!row.error.empty()) continue;
+    StackResolver resolver(row.profile, StackOptionsOf(o.filters));
+    ApplyFilters(o.filters, &resolver, &row.profile);
   }
-  const std::vector<size_t> order = ProcessTree(&nodes);
   Totals total;
   for (const ProcessRow& row : rows) {
     const Totals& t = row.profile.totals;
@@ -164,8 +149,9 @@ int SummaryOfRun(const AnalysisOptions& o) {
                 "(PEAK: the sum of each process's own peak)"});
   table.Print(std::cout);
   if (rows[order[0]].error.empty()) {
-    std::cout << "\nEvery view reads one process's capture: memlens top "
-              << rows[order[0]].capture << "\n";
+    std::cout << "\nEvery view takes the run, its processes merged by site (memlens top "
+              << o.capture << "), or one process's capture (memlens top "
+              << rows[order[0]].capture << ")\n";
   }
   return 0;
 }

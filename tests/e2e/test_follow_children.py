@@ -68,6 +68,13 @@ def test_children_started_every_way_are_recorded_with_exact_figures(tmp_path):
         os.path.basename(r["capture"]) for r in rows)
     leaked = sum(100 * k for k in children) + 1000 + 1000 + 7777
     assert summary["total"]["in_use_bytes"] >= leaked
+    # The run as one, its processes merged by line: the children's blocks at their line add up,
+    # and the parent's block is counted twice: in the parent, and in its forked copy.
+    whole = Recorded(None, run)
+    assert whole.row_at("spawns.c", "child_block")["leaked_bytes"] == sum(100 * k for k in children)
+    assert whole.row_at("spawns.c", "parent_block")["leaked_bytes"] == 2000
+    assert whole.row_at("spawns.c", "forked_only")["leaked_bytes"] == 7777
+    assert whole.analyze("top")["capture"]["processes"] == len(rows)
     # The parent's own summary no longer says its children went unrecorded.
     assert Recorded(None, parent["capture"]).analyze("summary")["totals"].get("unrecorded_children", 0) == 0
 
@@ -184,13 +191,23 @@ def test_the_default_directory_is_named_after_the_program(tmp_path):
     assert captures == [f"true-{pid}.mlens"]  # the program's (its index may lie beside it)
 
 
-def test_other_views_name_the_run_and_its_captures(tmp_path):
+def test_views_take_the_run_or_say_they_read_one_process(tmp_path):
+    """Every view takes the run's directory, its processes merged; those that describe one
+    process's own (its address space, its blocks, the report, growth over its clock) say so and
+    name the run."""
     proc, run = run_following(tmp_path, PROGRAMS / "spawns", 1)
     assert proc.returncode == 0, proc.stderr
     out = memlens("top", run)
-    assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr == (f"memlens: '{run}' is a directory, not a capture: it holds the captures "
-                          f"of 6 processes (memlens summary {run} lists them); name one of them\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"The run in {run}: its 6 processes merged, each at its own "
+                                 f"moment (memlens summary {run} lists them)\n"), out.stdout
+    for view, name in (("map", "map (an address space)"), ("blocks", "blocks (addresses)"),
+                       ("report", "report")):
+        out = memlens(view, run)
+        assert out.returncode == 2 and out.stdout == "", (view, out.stdout)
+        assert out.stderr == (f"memlens: '{run}' holds a run of several processes; {name} reads "
+                              f"one process's capture: name one of them (memlens summary {run} "
+                              "lists them)\n"), out.stderr
 
 
 def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
@@ -277,6 +294,7 @@ def test_forked_pool_workers_start_from_what_they_inherited(tmp_path, python, me
         leaked += at_line(worker["capture"], 5)
         assert worker["totals"]["in_use_at_exit_bytes"] > 5_000_000
     assert 10_000_004 < leaked < 10_000_004 + 4096, leaked
+    assert at_line(run, 5) == leaked  # the run as one: its processes merged by line
 
 
 def test_forks_while_other_threads_allocate_never_hang_a_child(tmp_path):

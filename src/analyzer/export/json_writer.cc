@@ -181,6 +181,8 @@ void WriteCaptureJson(JsonWriter* json, const Profile& p, const std::vector<std:
     json->Null();
   }
   json->Field("duration_s", p.DurationSeconds());
+  // A run's processes merged (memlens run --follow-children's directory); absent for one.
+  if (p.merged_processes) json->Field("processes", p.merged_processes);
   // A sampled capture: every byte and block figure is an estimate (docs/sampling.md).
   json->Field("estimates", p.sample_rate != 0);
   json->Key("sample_rate");

@@ -88,4 +88,24 @@ std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes) {
   return order;
 }
 
+std::vector<size_t> LoadRun(const std::string& directory, const SnapshotSpec& snapshot,
+                            const ReplayOptions& replay, std::vector<RunProcess>* processes,
+                            std::vector<ProcessNode>* nodes) {
+  const std::vector<std::string> captures = CapturesIn(directory);
+  processes->assign(captures.size(), RunProcess{});
+  nodes->assign(captures.size(), ProcessNode{});
+  for (size_t i = 0; i < captures.size(); ++i) {
+    RunProcess& process = (*processes)[i];
+    process.capture = captures[i];
+    if (!LoadProfile(process.capture, snapshot, replay, &process.profile, &process.error)) {
+      continue;
+    }
+    // A process whose parent was not recorded names its nearest recorded ancestor.
+    const format::ProcessRecord& p = process.Started();
+    (*nodes)[i] = {p.pid, p.ppid, p.start_monotonic_ns, true};
+    (*nodes)[i].recorded_ancestor = p.recorded_parent;
+  }
+  return ProcessTree(nodes);
+}
+
 }  // namespace memlens::analyzer

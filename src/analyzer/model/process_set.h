@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/model/replay.h"
+
 namespace memlens::analyzer {
 
 // The captures (*.mlens) in `directory`, sorted by name; empty when there are none or it cannot
@@ -37,5 +39,22 @@ struct ProcessNode {
 // `recorded_ancestor`), and returns the indices in tree order: each after its parent, brothers
 // by start time; the unknown ones at the end.
 std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes);
+
+// One process of a run, as LoadRun found it.
+struct RunProcess {
+  std::string capture;
+  Profile profile;
+  std::string error;  // the capture could not be read (then profile is empty)
+  // The process as it started, before any exec: its pid, parent and start.
+  const format::ProcessRecord& Started() const {
+    return profile.first_image ? *profile.first_image : profile.process;
+  }
+};
+
+// Loads each capture of the run's directory (CapturesIn) at `snapshot`, and links the processes
+// (ProcessTree): (*processes)[i] and (*nodes)[i] are the i-th capture's. Returns the tree order.
+std::vector<size_t> LoadRun(const std::string& directory, const SnapshotSpec& snapshot,
+                            const ReplayOptions& replay, std::vector<RunProcess>* processes,
+                            std::vector<ProcessNode>* nodes);
 
 }  // namespace memlens::analyzer

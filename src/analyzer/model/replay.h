@@ -158,6 +158,9 @@ struct StackNode {
 
 struct Profile {
   std::string path;
+  // A run of several processes merged into one profile (merge_profiles.h): how many; 0 for one
+  // process's capture. path is then the run's directory, process the first process's.
+  uint64_t merged_processes = 0;
   ReadStatus read;
   format::ProcessRecord process;
   bool has_process = false;
