@@ -210,24 +210,42 @@ def test_views_take_the_run_or_say_they_read_one_process(tmp_path):
                               "lists them)\n"), out.stderr
 
 
-def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
-    """multiprocessing's spawn method: the workers are interpreters of their own, recorded, under
-    the program; the four tasks' bytearrays (kept by whichever worker ran each) add up, over the
-    workers' captures, to exactly what the tasks asked for at the line that made them."""
-    script = tmp_path / "pool.py"
-    script.write_text(
-        "import multiprocessing as mp\n"
+# A pool of 2 workers under memlens run --follow-children, by multiprocessing's start method:
+# the module keeps 5 MB at line 2 (every process that imports it), each task n + 1 bytes at
+# line 5 (a bytearray ends in a NUL). Returns the script and the run.
+POOL = ("import multiprocessing as mp\n"
+        "big = bytearray(5_000_000)  # @big\n"
         "kept = []\n"
         "def work(n):\n"
         "    kept.append(bytearray(n))  # @work\n"
         "    return n\n"
         "if __name__ == '__main__':\n"
-        "    pool = mp.get_context('spawn').Pool(2)\n"
+        "    pool = mp.get_context({method!r}).Pool(2)\n"
         "    print(sum(pool.map(work, [1_000_000, 2_000_000, 3_000_000, 4_000_000], chunksize=1)))\n"
         "    pool.close()\n"
         "    pool.join()\n")
+
+
+def run_pool(tmp_path, python, method):
+    script = tmp_path / "pool.py"
+    script.write_text(POOL.format(method=method))
     proc, run = run_following(tmp_path, python, script)
     assert (proc.returncode, proc.stdout) == (0, "10000000\n"), proc.stderr
+    return script, run
+
+
+def leaked_at(capture, script, line):
+    """The bytes in use at exit at a line of the script, in a capture (or a run, merged)."""
+    top = Recorded(None, capture).analyze("top", "--by", "line", "--limit", "100000")
+    return sum(r["leaked_bytes"] for r in top["rows"]
+               if r["site"]["file"] == str(script) and r["site"]["line"] == line)
+
+
+def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
+    """multiprocessing's spawn method: the workers are interpreters of their own, recorded, under
+    the program; the four tasks' bytearrays (kept by whichever worker ran each) add up, over the
+    workers' captures, to exactly what the tasks asked for at the line that made them."""
+    script, run = run_pool(tmp_path, python, "spawn")
     rows = processes(run)["processes"]
     program = rows[0]
     assert program["argv"][-1] == str(script)
@@ -236,11 +254,9 @@ def test_a_spawn_pools_workers_hold_what_their_tasks_kept(tmp_path, python):
     leaked = 0
     for worker in workers:
         assert worker["parent_capture"] == program["capture"] and worker["complete"], worker
-        top = Recorded(None, worker["capture"]).analyze("top", "--by", "line", "--limit", "100000")
-        leaked += sum(r["leaked_bytes"] for r in top["rows"]
-                      if r["site"]["file"] == str(script) and r["site"]["line"] == 4)
-    # Each task's buffer is n + 1 bytes (a bytearray ends in a NUL); beside them at that line,
-    # the four objects and the list of them growing: a few hundred bytes.
+        leaked += leaked_at(worker["capture"], script, 5)
+    # Beside the buffers at that line, the four objects and the list of them growing: a few
+    # hundred bytes.
     assert 10_000_004 < leaked < 10_000_004 + 4096, leaked
 
 
@@ -251,21 +267,7 @@ def test_forked_pool_workers_start_from_what_they_inherited(tmp_path, python, me
     Each worker's capture starts from what it inherited: the module's 5 MB bytearray, made
     before the pool, is in use in each worker at the line that made it; the four tasks'
     bytearrays add up, over the workers, to what the tasks asked for at theirs."""
-    script = tmp_path / "pool.py"
-    script.write_text(
-        "import multiprocessing as mp\n"
-        "big = bytearray(5_000_000)  # @big\n"
-        "kept = []\n"
-        "def work(n):\n"
-        "    kept.append(bytearray(n))  # @work\n"
-        "    return n\n"
-        "if __name__ == '__main__':\n"
-        f"    pool = mp.get_context({method!r}).Pool(2)\n"
-        "    print(sum(pool.map(work, [1_000_000, 2_000_000, 3_000_000, 4_000_000], chunksize=1)))\n"
-        "    pool.close()\n"
-        "    pool.join()\n")
-    proc, run = run_following(tmp_path, python, script)
-    assert (proc.returncode, proc.stdout) == (0, "10000000\n"), proc.stderr
+    script, run = run_pool(tmp_path, python, method)
     rows = processes(run)["processes"]
     assert all("error" not in r for r in rows), [r for r in rows if "error" in r]
     program = rows[0]
@@ -282,9 +284,7 @@ def test_forked_pool_workers_start_from_what_they_inherited(tmp_path, python, me
     assert len(workers) == 2, [(r["argv"], r["forked"]) for r in rows]
 
     def at_line(capture, line):
-        top = Recorded(None, capture).analyze("top", "--by", "line", "--limit", "100000")
-        return sum(r["leaked_bytes"] for r in top["rows"]
-                   if r["site"]["file"] == str(script) and r["site"]["line"] == line)
+        return leaked_at(capture, script, line)
 
     assert 5_000_001 <= at_line(program["capture"], 2) < 5_000_001 + 1024
     leaked = 0
