@@ -641,11 +641,52 @@
       (m.regions.length < m.regions_total ? '; the ' + fmtCount(m.regions.length) + ' holding most are listed' : '') + '.';
   }
 
+  // --- a run's processes (memlens run --follow-children): the tree, each one's heap over time ---
+  function renderProcesses() {
+    const list = data.processes;
+    if (!list) return;
+    document.getElementById('processes').hidden = false;
+    document.getElementById('processes-link').hidden = false;
+    const runEnd = Math.max(duration, ...list.map((p) => p.end_s));
+    const W = 320, H = 28;
+    const head = el('tr', null, ...['Process', 'Peak', 'At exit', 'Heap in use over the run']
+      .map((t, i) => el('th', { class: i === 1 || i === 2 ? 'num' : '', text: t })));
+    const body = el('tbody');
+    for (const p of list) {
+      const top = Math.max(1, p.peak_bytes, ...p.timeline.filter((v, i) => i % 2 === 1));
+      const x = (s) => (W * s / runEnd).toFixed(1);
+      const y = (b) => (H - 2 - (H - 4) * b / top).toFixed(1);
+      let d = 'M' + x(p.start_s) + ',' + y(0);
+      for (let i = 0; i < p.timeline.length; i += 2) {
+        d += ' H' + x(p.timeline[i]) + ' V' + y(p.timeline[i + 1]);
+      }
+      d += ' H' + x(p.end_s) + ' V' + y(0);
+      const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H,
+        class: 'spark', 'data-pid': p.pid });
+      svg.append(svgEl('rect', { x: x(p.start_s), y: 0, width: Math.max(1, x(p.end_s) - x(p.start_s)),
+        height: H, class: 'spark-life' }));
+      svg.append(svgEl('path', { d, class: 'spark-line' }));
+      const name = el('td', { class: 'fn', title: p.capture });
+      name.style.paddingLeft = (8 + 16 * p.depth) + 'px';
+      name.textContent = p.pid + (p.forked ? ' (forked) ' : ' ') + p.command;
+      body.append(el('tr', { data: { pid: String(p.pid) } }, name,
+        el('td', { class: 'num', text: fmtBytes(p.peak_bytes) }),
+        el('td', { class: 'num', text: fmtBytes(p.in_use_bytes) }),
+        el('td', null, svg)));
+    }
+    document.getElementById('processes-table').replaceChildren(el('thead', null, head), body);
+    document.getElementById('processes-info').textContent = list.length +
+      ' processes, each under the one that started it; every figure and view of this page is ' +
+      'theirs added up, each process at its own moment (its peak, its exit). Each line is a ' +
+      "process's heap in use on the run's clock (" + runEnd.toFixed(3) + ' s), scaled to its own peak.';
+  }
+
   document.getElementById('top-filter').addEventListener('input', (e) => {
     topState.filter = e.target.value.trim().toLowerCase();
     renderTop();
   });
   renderSummary();
+  renderProcesses();
   renderFlameTabs();
   renderFlame();
   renderTimeline();

@@ -192,9 +192,9 @@ def test_the_default_directory_is_named_after_the_program(tmp_path):
 
 
 def test_views_take_the_run_or_say_they_read_one_process(tmp_path):
-    """Every view takes the run's directory, its processes merged; those that describe one
-    process's own (its address space, its blocks, the report, growth over its clock) say so and
-    name the run."""
+    """Every view takes the run's directory, its processes merged (the report too, with its
+    process tree: tests/report); those that describe one process's own (its address space, its
+    blocks, growth over its clock) say so and name the run."""
     proc, run = run_following(tmp_path, PROGRAMS / "spawns", 1)
     assert proc.returncode == 0, proc.stderr
     out = memlens("top", run)
@@ -202,8 +202,8 @@ def test_views_take_the_run_or_say_they_read_one_process(tmp_path):
     assert out.stdout.startswith(f"The run in {run}: its 6 processes merged, each at its own "
                                  f"moment (memlens summary {run} lists them)\n"), out.stdout
     for view, name in (("map", "map (an address space)"), ("blocks", "blocks (addresses)"),
-                       ("report", "report")):
-        out = memlens(view, run)
+                       ("leaks", "leaks --growth (one clock's checkpoints)")):
+        out = memlens(view, run, *(["--growth"] if view == "leaks" else []))
         assert out.returncode == 2 and out.stdout == "", (view, out.stdout)
         assert out.stderr == (f"memlens: '{run}' holds a run of several processes; {name} reads "
                               f"one process's capture: name one of them (memlens summary {run} "

@@ -224,6 +224,36 @@ test('the program\'s markers show on the timeline', async () => {
   await page.close();
 });
 
+test('a run of several processes shows its process tree and their figures added up', async () => {
+  // spawns 2: the program, 2 fork+exec children (200 and 100 bytes at child_block), one through
+  // posix_spawn (300), one through system() (400, under a shell), and a fork that runs nothing
+  // (7777 of its own, and the program's 1000 it inherited).
+  const run = path.join(work, 'spawns-run');
+  memlens('run', '--follow-children', '-o', run, '--',
+    path.join(BUILD, 'tests', 'programs', 'spawns'), '2');
+  const html = path.join(work, 'spawns-run.html');
+  memlens('report', run, '-o', html);
+  const { page, seen, url } = await open(html);
+  assert.equal(await page.locator('#processes').isVisible(), true);
+  const rows = page.locator('#processes-table tbody tr');
+  const count = await rows.count();
+  assert.ok(count === 6 || count === 7, `${count} processes`);  // 7: a shell that forked for system()
+  const first = await rows.nth(0).locator('td').first().textContent();
+  assert.match(first, /^\d+ \S*spawns 2$/);
+  assert.equal(await page.locator('#processes-table td.fn', { hasText: '(forked)' }).count(), 1);
+  assert.equal(await page.locator('#processes-table svg.spark').count(), count);
+  // The top sites add up the processes' same line: every child's block at child_block.
+  const data = JSON.parse(await page.locator('#memlens-data').textContent());
+  assert.equal(data.capture.processes, count);
+  const childLine = readFileSync(path.join(REPO, 'tests', 'programs', 'spawns.c'), 'utf8')
+    .split('\n').findIndex((l) => l.includes('// @child_block')) + 1;
+  const row = page.locator('#top-table tbody tr', { hasText: `spawns.c:${childLine}` });
+  assert.equal(await row.count(), 1);
+  assert.match(await row.textContent(), /1000 B/);  // 100 + 200 + 300 + 400
+  assertClean(seen, url);
+  await page.close();
+});
+
 // Boxes of two elements on the page overlap (their areas intersect).
 function overlaps(a, b) {
   return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;

@@ -150,7 +150,8 @@ std::vector<double> ReportCheckpointTimes(double duration, size_t count) {
   return times;
 }
 
-std::string BuildReportData(const Profile& p, StackResolver* resolver, const ReportLimits& limits) {
+std::string BuildReportData(const Profile& p, StackResolver* resolver, const ReportLimits& limits,
+                            const std::vector<ReportProcess>& processes) {
   std::ostringstream stream;
   JsonWriter json(stream, JsonWriter::Style::kCompactScriptSafe);
   Tables tables;
@@ -428,6 +429,34 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   }
   json.EndArray();
   json.EndObject();
+
+  if (!processes.empty()) {  // a run: its process tree, each one's heap over the run's time
+    json.Key("processes");
+    json.BeginArray();
+    for (const ReportProcess& r : processes) {
+      json.BeginObject();
+      json.Field("pid", r.pid);
+      json.Field("parent", r.parent);
+      json.Field("depth", static_cast<int64_t>(r.depth));
+      json.Field("forked", r.forked);
+      json.Field("command", r.command);
+      json.Field("capture", r.capture);
+      json.Field("peak_bytes", r.peak_bytes);
+      json.Field("in_use_bytes", r.in_use_bytes);
+      json.Field("start_s", r.start_s);
+      json.Field("end_s", r.end_s);
+      json.Key("timeline");  // [seconds, bytes, seconds, bytes, ...], at most timeline_points
+      json.BeginArray();
+      const size_t step = r.timeline.size() / limits.timeline_points + 1;
+      for (size_t i = 0; i < r.timeline.size(); i += step) {
+        json.Double(r.timeline[i].first);
+        json.Uint(r.timeline[i].second);
+      }
+      json.EndArray();
+      json.EndObject();
+    }
+    json.EndArray();
+  }
 
   tables.Write(&json);
   json.EndObject();

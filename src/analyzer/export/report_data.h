@@ -35,9 +35,26 @@ struct ReportLimits {
 // capture of `duration` seconds.
 std::vector<double> ReportCheckpointTimes(double duration, size_t count);
 
+// One process of a run (memlens run --follow-children) in the report's process tree, its heap
+// in use over time on the run's clock.
+struct ReportProcess {
+  uint64_t pid = 0;
+  int64_t parent = -1;  // its parent's index in the list, -1 for none
+  int depth = 0;
+  bool forked = false;  // forked without an exec: it started with its parent's blocks
+  std::string command;
+  std::string capture;
+  uint64_t peak_bytes = 0;
+  uint64_t in_use_bytes = 0;
+  double start_s = 0, end_s = 0;
+  std::vector<std::pair<double, uint64_t>> timeline;  // (seconds, heap bytes in use)
+};
+
 // The report's JSON. `profile` was loaded with checkpoints (and the address map) asked for;
-// `warnings` are the profile's and the symbolizer's lines.
+// `warnings` are the profile's and the symbolizer's lines. `processes`: a run's, in tree order
+// (the profile is then their merge: merge_profiles.h).
 std::string BuildReportData(const Profile& profile, StackResolver* resolver,
-                            const ReportLimits& limits);
+                            const ReportLimits& limits,
+                            const std::vector<ReportProcess>& processes = {});
 
 }  // namespace memlens::analyzer

@@ -113,6 +113,7 @@ bool MergeProfiles(std::vector<Profile> profiles, const std::string& run, Profil
     m.end->monotonic_ns = run_end - run_start;
   }
   m.snapshot_seconds = static_cast<double>(run_end - run_start) / 1e9;
+  std::map<int64_t, Checkpoint> checkpoints;  // by the run's nanosecond
   for (Profile& p : profiles) {
     Bases b;
     b.node = m.nodes.size() - 1;
@@ -158,11 +159,28 @@ bool MergeProfiles(std::vector<Profile> profiles, const std::string& run, Profil
     }
     for (int i = 0; i < Anomaly::kKinds; ++i) m.anomaly_counts[i] += p.anomaly_counts[i];
     m.thread_count += p.thread_count;
+    // Each process's checkpoints, asked on its own clock for moments of the run (the report's):
+    // on the run's clock, the processes' live stacks at the same moment together.
+    const double offset = static_cast<double>(StartNs(p) - run_start) / 1e9;
+    for (const Checkpoint& c : p.checkpoints) {
+      Checkpoint& to = checkpoints[static_cast<int64_t>((c.seconds + offset) * 1e9 + 0.5)];
+      to.seconds = to.at_seconds = c.seconds + offset;
+      to.heap_bytes += c.heap_bytes;
+      to.heap_bytes_var += c.heap_bytes_var;
+      for (const auto& [id, live] : c.live) {
+        LiveFigures& f = to.live[stack(id)];
+        f.bytes += live.bytes;
+        f.blocks += live.blocks;
+        f.bytes_var += live.bytes_var;
+        f.blocks_var += live.blocks_var;
+      }
+    }
     for (const std::string& w : p.warnings) {
       m.warnings.push_back("process " + std::to_string(p.process.pid) + ": " + w);
     }
   }
   m.totals.peak_seq = 0;  // the processes' peaks are at moments of their own
+  for (auto& [ns, checkpoint] : checkpoints) m.checkpoints.push_back(std::move(checkpoint));
   return true;
 }
 

@@ -88,16 +88,19 @@ std::vector<size_t> ProcessTree(std::vector<ProcessNode>* nodes) {
   return order;
 }
 
-std::vector<size_t> LoadRun(const std::string& directory, const SnapshotSpec& snapshot,
-                            const ReplayOptions& replay, std::vector<RunProcess>* processes,
-                            std::vector<ProcessNode>* nodes) {
+std::vector<size_t> LoadRun(
+    const std::string& directory, const SnapshotSpec& snapshot, const ReplayOptions& replay,
+    std::vector<RunProcess>* processes, std::vector<ProcessNode>* nodes,
+    const std::function<void(const std::string& capture, ReplayOptions*)>& tailor) {
   const std::vector<std::string> captures = CapturesIn(directory);
   processes->assign(captures.size(), RunProcess{});
   nodes->assign(captures.size(), ProcessNode{});
   for (size_t i = 0; i < captures.size(); ++i) {
     RunProcess& process = (*processes)[i];
     process.capture = captures[i];
-    if (!LoadProfile(process.capture, snapshot, replay, &process.profile, &process.error)) {
+    ReplayOptions options = replay;
+    if (tailor) tailor(process.capture, &options);
+    if (!LoadProfile(process.capture, snapshot, options, &process.profile, &process.error)) {
       continue;
     }
     // A process whose parent was not recorded names its nearest recorded ancestor.

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,10 @@ struct RunProcess {
 
 // Loads each capture of the run's directory (CapturesIn) at `snapshot`, and links the processes
 // (ProcessTree): (*processes)[i] and (*nodes)[i] are the i-th capture's. Returns the tree order.
-std::vector<size_t> LoadRun(const std::string& directory, const SnapshotSpec& snapshot,
-                            const ReplayOptions& replay, std::vector<RunProcess>* processes,
-                            std::vector<ProcessNode>* nodes);
+// `tailor`, when given, adjusts each capture's replay options (its checkpoints, on its clock).
+std::vector<size_t> LoadRun(
+    const std::string& directory, const SnapshotSpec& snapshot, const ReplayOptions& replay,
+    std::vector<RunProcess>* processes, std::vector<ProcessNode>* nodes,
+    const std::function<void(const std::string& capture, ReplayOptions*)>& tailor = nullptr);
 
 }  // namespace memlens::analyzer
