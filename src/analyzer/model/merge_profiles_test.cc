@@ -67,6 +67,26 @@ TEST(MergeProfiles, EveryStackUnderItsOwnIdsTheFiguresAddedUp) {
   EXPECT_DOUBLE_EQ(merged.DurationSeconds(), 1.25);
 }
 
+// The report's checkpoints: each process's taken on its own clock at moments of the run, merged
+// by moment, its stacks renumbered.
+TEST(MergeProfiles, CheckpointsAtTheSameMomentOfTheRunAreOne) {
+  Profile a = Process(10, 0, 0x1000, "a.py", 100);
+  Profile b = Process(11, 0.25, 0x2000, "b.py", 1000);
+  a.checkpoints = {{0.5, 0, 0.5, 200, 0, {{1, {100, 1, 0, 0}}, {2, {100, 1, 0, 0}}}},
+                   {0.75, 0, 0.75, 200, 0, {{2, {100, 1, 0, 0}}}}};
+  b.checkpoints = {{0.5, 0, 0.5, 1000, 0, {{1, {1000, 1, 0, 0}}}}};  // the run's 0.75 s
+  Profile merged;
+  std::string error;
+  ASSERT_TRUE(MergeProfiles({a, b}, "run", &merged, &error)) << error;
+  ASSERT_EQ(merged.checkpoints.size(), 2u);
+  EXPECT_DOUBLE_EQ(merged.checkpoints[0].seconds, 0.5);
+  EXPECT_EQ(merged.checkpoints[0].heap_bytes, 200u);
+  EXPECT_DOUBLE_EQ(merged.checkpoints[1].seconds, 0.75);
+  EXPECT_EQ(merged.checkpoints[1].heap_bytes, 1200u);
+  EXPECT_EQ(merged.checkpoints[1].live,
+            (std::unordered_map<uint64_t, LiveFigures>{{2, {100, 1, 0, 0}}, {3, {1000, 1, 0, 0}}}));
+}
+
 TEST(MergeProfiles, DifferentSamplingRulesAreRefused) {
   Profile sampled = Process(11, 0, 0x2000, "b.py", 10);
   sampled.sample_rate = 4096;
