@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include <algorithm>
+
 #include "analyzer/export/format_units.h"
 #include "analyzer/model/capture.h"
 #include "analyzer/model/merge_profiles.h"
@@ -96,24 +98,63 @@ bool ParseOrComplain(const std::string& argument, const FilterOptions& filters,
   return true;
 }
 
-namespace {
+bool RunSnapshotRefused(const std::string& run, const analyzer::SnapshotSpec& snapshot) {
+  using Spec = analyzer::SnapshotSpec;
+  if (snapshot.kind == Spec::kEnd || snapshot.kind == Spec::kPeak || snapshot.text.empty()) {
+    return false;
+  }
+  Complain("@" + snapshot.text + " names a moment of one process (its clock, its markers): '" +
+           run + "' holds a run of several; take it at exit, @end or @peak (each process's " +
+           "own), or name one of its captures (memlens summary " + run + " lists them)");
+  return true;
+}
 
-// The directory of a memlens run --follow-children: its processes merged into one profile
-// (merge_profiles.h), each loaded at `snapshot`. A capture that cannot be read is left out, and
-// said.
 bool LoadRunOrComplain(const std::string& run, const analyzer::SnapshotSpec& snapshot,
-                       const analyzer::ReplayOptions& replay, Profile* profile) {
+                       const analyzer::ReplayOptions& replay, Profile* profile,
+                       std::vector<analyzer::ReportProcess>* rows, const RunTailor& tailor) {
+  if (RunSnapshotRefused(run, snapshot)) return false;
   std::vector<analyzer::RunProcess> processes;
   std::vector<analyzer::ProcessNode> nodes;
-  const std::vector<size_t> order = analyzer::LoadRun(run, snapshot, replay, &processes, &nodes);
+  const std::vector<size_t> order =
+      analyzer::LoadRun(run, snapshot, replay, &processes, &nodes, tailor);
+  uint64_t run_start = UINT64_MAX;  // as MergeProfiles takes it: the first start of the loaded
+  for (const analyzer::RunProcess& process : processes) {
+    if (process.error.empty()) {
+      run_start = std::min(run_start, process.profile.process.start_monotonic_ns);
+    }
+  }
   std::vector<Profile> profiles;
   std::vector<std::string> left_out;
+  std::vector<int64_t> row_of(processes.size(), -1);
   for (size_t i : order) {
-    if (processes[i].error.empty()) {
-      profiles.push_back(std::move(processes[i].profile));
-    } else {
-      left_out.push_back(processes[i].capture + ": " + processes[i].error);
+    analyzer::RunProcess& process = processes[i];
+    if (!process.error.empty()) {
+      left_out.push_back(process.capture + ": " + process.error);
+      continue;
     }
+    const Profile& p = process.profile;
+    if (rows) {  // the report's process tree
+      analyzer::ReportProcess row;
+      row.pid = process.Started().pid;
+      const size_t parent = nodes[i].parent;
+      row.parent = parent == analyzer::ProcessNode::kNoParent ? -1 : row_of[parent];
+      row.depth = nodes[i].depth;
+      row.forked = process.Started().Forked();
+      for (const std::string& arg : p.process.argv) {
+        row.command += (row.command.empty() ? "" : " ") + arg;
+      }
+      row.capture = process.capture;
+      row.peak_bytes = p.totals.peak_bytes;
+      row.in_use_bytes = p.totals.in_use_bytes;
+      row.start_s = static_cast<double>(p.process.start_monotonic_ns - run_start) / 1e9;
+      row.end_s = row.start_s + p.DurationSeconds();
+      for (const analyzer::TimelinePoint& t : p.timeline) {
+        row.timeline.push_back({row.start_s + t.seconds, t.heap_bytes});
+      }
+      row_of[i] = static_cast<int64_t>(rows->size());
+      rows->push_back(std::move(row));
+    }
+    profiles.push_back(std::move(process.profile));
   }
   std::string error;
   if (profiles.empty()) {
@@ -126,8 +167,6 @@ bool LoadRunOrComplain(const std::string& run, const analyzer::SnapshotSpec& sna
   for (const std::string& why : left_out) profile->warnings.push_back("left out: " + why);
   return true;
 }
-
-}  // namespace
 
 bool LoadOrComplain(analyzer::Capture* capture, const analyzer::SnapshotSpec& snapshot,
                     const FilterOptions& filters, analyzer::ReplayOptions replay,
@@ -214,8 +253,8 @@ std::string ProgramEndNote(const Profile& p) {
 void PrintProgramEndNote(const Profile& p) {
   if (p.merged_processes) {
     std::cout << "The run in " << p.path << ": its " << p.merged_processes
-              << " processes merged, each at its own moment (memlens summary " << p.path
-              << " lists them)\n";
+              << (p.merged_processes == 1 ? " process" : " processes merged")
+              << ", each at its own moment (memlens summary " << p.path << " lists them)\n";
   }
   if (p.AtProgramEndByDefault()) std::cout << "Note: exit is " << ProgramEndNote(p) << "\n";
 }

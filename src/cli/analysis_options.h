@@ -7,9 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "analyzer/export/json_writer.h"
+#include "analyzer/export/report_data.h"
 #include "analyzer/model/capture.h"
 #include "analyzer/model/replay.h"
 #include "analyzer/model/sites.h"
@@ -80,8 +83,21 @@ void PrintWarnings(const analyzer::Profile& profile, const analyzer::StackResolv
 void WriteCaptureJson(analyzer::JsonWriter* json, const analyzer::Profile& profile,
                       const analyzer::StackResolver& resolver);
 int Complain(const std::string& message);  // prints "memlens: message", returns kExitBadInput
-// A view of one process's own (its address space, its blocks, the report) given a run's
-// directory (`argument`): says so, naming the run, and returns true; false for anything else.
+// A view of one process's own (its address space, its blocks, growth over its clock) given a
+// run's directory (`argument`): says so, naming the run, and returns true; false for anything
+// else.
 bool RefusedRun(const std::string& argument, const std::string& view);
+// A moment of one process's (@t=, @marker:, @snapshot:, @program-end) asked of a run: says so
+// and returns true. Exit, @end and @peak are each process's own.
+bool RunSnapshotRefused(const std::string& run, const analyzer::SnapshotSpec& snapshot);
+// The directory of a memlens run --follow-children: its processes, each loaded at `snapshot`
+// (its replay options adjusted by `tailor`, when given), merged into one profile
+// (merge_profiles.h); a capture that cannot be read is left out, with a warning. `rows`, when
+// given, gets the report's process tree. Returns false, said, when nothing can be read.
+using RunTailor = std::function<void(const std::string& capture, analyzer::ReplayOptions*)>;
+bool LoadRunOrComplain(const std::string& run, const analyzer::SnapshotSpec& snapshot,
+                       const analyzer::ReplayOptions& replay, analyzer::Profile* profile,
+                       std::vector<analyzer::ReportProcess>* rows = nullptr,
+                       const RunTailor& tailor = nullptr);
 
 }  // namespace memlens::cli

@@ -34,29 +34,25 @@ struct ReportOptions {
   bool interpreter_frames = false;  // StackOptions
 };
 
-// A run's directory (memlens run --follow-children): its processes merged (merge_profiles.h),
-// each with checkpoints at the same moments of the run, on its own clock, and the process tree
-// with each one's heap over the run's time. Returns false, said, when it cannot be read.
-bool LoadRun(const std::string& run, const SnapshotSpec& snapshot, size_t checkpoints,
-             ReplayOptions replay, Profile* merged, std::vector<ReportProcess>* rows) {
-  // Where each process lies on the run's clock: from the captures' outlines (no replay).
+// A run's directory (memlens run --follow-children): its processes merged, each with
+// checkpoints at the same moments of the run, asked on its own clock, and the process tree.
+// Where each process lies on the run's clock comes from the captures' outlines (no replay).
+bool LoadRunForReport(const std::string& run, const SnapshotSpec& snapshot, size_t checkpoints,
+                      const ReplayOptions& replay, Profile* merged,
+                      std::vector<ReportProcess>* rows) {
   std::unordered_map<std::string, std::pair<uint64_t, double>> spans;  // start ns, duration
   uint64_t run_start = UINT64_MAX, run_end = 0;
   for (const std::string& path : CapturesIn(run)) {
     Profile outline;
     std::string error;
-    if (!Capture(path).Outline(&outline, &error, /*markers=*/false)) continue;
+    if (!Capture(path).Outline(&outline, &error, /*markers=*/false)) continue;  // LoadRun says
     const uint64_t start = outline.process.start_monotonic_ns;
     spans[path] = {start, outline.DurationSeconds()};
     run_start = std::min(run_start, start);
     run_end = std::max(run_end, start + static_cast<uint64_t>(outline.DurationSeconds() * 1e9));
   }
-  if (spans.empty()) {
-    Complain("'" + run + "': none of its captures can be read");
-    return false;
-  }
-  const std::vector<double> moments =
-      ReportCheckpointTimes(static_cast<double>(run_end - run_start) / 1e9, checkpoints);
+  const std::vector<double> moments = spans.empty() ? std::vector<double>{}
+      : ReportCheckpointTimes(static_cast<double>(run_end - run_start) / 1e9, checkpoints);
   auto on_its_clock = [&](const std::string& capture, ReplayOptions* options) {
     auto span = spans.find(capture);
     if (span == spans.end()) return;
@@ -67,41 +63,11 @@ bool LoadRun(const std::string& run, const SnapshotSpec& snapshot, size_t checkp
       }
     }
   };
-  std::vector<RunProcess> processes;
-  std::vector<ProcessNode> nodes;
-  const std::vector<size_t> order =
-      analyzer::LoadRun(run, snapshot, replay, &processes, &nodes, on_its_clock);
-  std::vector<Profile> profiles;
-  std::vector<int64_t> row_of(processes.size(), -1);
-  for (size_t i : order) {
-    const RunProcess& process = processes[i];
-    if (!process.error.empty()) continue;
-    const Profile& p = process.profile;
-    ReportProcess row;
-    row.pid = process.Started().pid;
-    row.parent = nodes[i].parent == ProcessNode::kNoParent ? -1 : row_of[nodes[i].parent];
-    row.depth = nodes[i].depth;
-    row.forked = process.Started().Forked();
-    for (const std::string& arg : p.process.argv) row.command += (row.command.empty() ? "" : " ") + arg;
-    row.capture = process.capture;
-    row.peak_bytes = p.totals.peak_bytes;
-    row.in_use_bytes = p.totals.in_use_bytes;
-    row.start_s = static_cast<double>(p.process.start_monotonic_ns - run_start) / 1e9;
-    row.end_s = row.start_s + p.DurationSeconds();
-    for (const TimelinePoint& t : p.timeline) row.timeline.push_back({row.start_s + t.seconds, t.heap_bytes});
-    row_of[i] = static_cast<int64_t>(rows->size());
-    rows->push_back(std::move(row));
-    profiles.push_back(std::move(processes[i].profile));
-  }
-  std::string error;
-  if (!MergeProfiles(std::move(profiles), run, merged, &error)) {
-    Complain(error);
-    return false;
-  }
-  return true;
+  return LoadRunOrComplain(run, snapshot, replay, merged, rows, on_its_clock);
 }
 
-std::string DefaultOutput(const std::string& path) {
+std::string DefaultOutput(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();  // a directory, tab-completed
   std::string base = path.substr(path.find_last_of('/') + 1);
   if (base.size() > 6 && base.compare(base.size() - 6, 6, ".mlens") == 0) {
     base.resize(base.size() - 6);
@@ -120,7 +86,9 @@ int Report(const ReportOptions& o) {
   Profile p;
   std::vector<ReportProcess> processes;
   if (!CapturesIn(path).empty()) {  // a run's directory
-    if (!LoadRun(path, snapshot, o.checkpoints, replay, &p, &processes)) return kExitBadInput;
+    if (!LoadRunForReport(path, snapshot, o.checkpoints, replay, &p, &processes)) {
+      return kExitBadInput;
+    }
   } else {
     double duration = 0;
     Capture capture(path);  // opened once: the duration from its index when it has one

@@ -31,15 +31,24 @@ std::string EndNote(const Profile& p) {
 
 }  // namespace
 
+// The argument's path, without its @moment.
+std::string PathOf(const std::string& argument, SnapshotSpec* snapshot) {
+  std::string path, error;
+  return ParseCaptureArgument(argument, &path, snapshot, &error) ? path : argument;
+}
+
 bool IsRunDirectory(const std::string& argument) {
+  SnapshotSpec snapshot;
   struct stat st;
-  return stat(argument.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return stat(PathOf(argument, &snapshot).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 int SummaryOfRun(const AnalysisOptions& o) {
-  const std::vector<std::string> captures = CapturesIn(o.capture);
+  SnapshotSpec snapshot;
+  const std::string run = PathOf(o.capture, &snapshot);
+  const std::vector<std::string> captures = CapturesIn(run);
   if (captures.empty()) {
-    return Complain("'" + o.capture + "' is a directory without captures (*.mlens): give a "
+    return Complain("'" + run + "' is a directory without captures (*.mlens): give a "
                     "capture, or the directory of a memlens run --follow-children");
   }
   ReplayOptions replay;
@@ -47,7 +56,8 @@ int SummaryOfRun(const AnalysisOptions& o) {
   replay.heap = o.filters.heap;
   std::vector<ProcessRow> rows;
   std::vector<ProcessNode> nodes;
-  const std::vector<size_t> order = LoadRun(o.capture, SnapshotSpec{}, replay, &rows, &nodes);
+  if (RunSnapshotRefused(run, snapshot)) return kExitBadInput;
+  const std::vector<size_t> order = LoadRun(run, snapshot, replay, &rows, &nodes);
   for (ProcessRow& row : rows) {
     if (!row.error.empty()) continue;
     StackResolver resolver(row.profile, StackOptionsOf(o.filters));
@@ -65,7 +75,7 @@ int SummaryOfRun(const AnalysisOptions& o) {
   if (o.json) {
     JsonWriter json(std::cout);
     json.BeginObject();
-    json.Field("run", o.capture);
+    json.Field("run", run);
     json.Key("processes");
     json.BeginArray();
     for (size_t i : order) {
@@ -118,11 +128,13 @@ int SummaryOfRun(const AnalysisOptions& o) {
     json.EndObject();
     return 0;
   }
-  std::cout << "memlens summary of the run in " << o.capture << ": " << rows.size()
+  std::cout << "memlens summary of the run in " << run << ": " << rows.size()
             << (rows.size() == 1 ? " process" : " processes") << "\n\n";
   TextTable table;
   for (const char* title : {"PID", "PARENT"}) table.AddColumn(title, TextTable::kRight);
-  for (const char* title : {"PEAK", "AT EXIT", "ALLOCATED", "ALLOCS", "DURATION"}) {
+  const std::string in_use = snapshot.text.empty() ? "AT EXIT" : "AT @" + snapshot.text;
+  for (const std::string& title : {std::string("PEAK"), in_use, std::string("ALLOCATED"),
+                                   std::string("ALLOCS"), std::string("DURATION")}) {
     table.AddColumn(title, TextTable::kRight);
   }
   table.AddColumn("COMMAND", TextTable::kLeft);
@@ -150,7 +162,7 @@ int SummaryOfRun(const AnalysisOptions& o) {
   table.Print(std::cout);
   if (rows[order[0]].error.empty()) {
     std::cout << "\nEvery view takes the run, its processes merged by site (memlens top "
-              << o.capture << "), or one process's capture (memlens top "
+              << run << "), or one process's capture (memlens top "
               << rows[order[0]].capture << ")\n";
   }
   return 0;

@@ -647,7 +647,7 @@
     if (!list) return;
     document.getElementById('processes').hidden = false;
     document.getElementById('processes-link').hidden = false;
-    const runEnd = Math.max(duration, ...list.map((p) => p.end_s));
+    const runEnd = Math.max(duration, 1e-9, ...list.map((p) => p.end_s));
     const W = 320, H = 28;
     const head = el('tr', null, ...['Process', 'Peak', 'At exit', 'Heap in use over the run']
       .map((t, i) => el('th', { class: i === 1 || i === 2 ? 'num' : '', text: t })));

@@ -208,6 +208,14 @@ def test_views_take_the_run_or_say_they_read_one_process(tmp_path):
         assert out.stderr == (f"memlens: '{run}' holds a run of several processes; {name} reads "
                               f"one process's capture: name one of them (memlens summary {run} "
                               "lists them)\n"), out.stderr
+    # A moment of one process's clock is not the run's; each process's own peak is.
+    out = memlens("top", f"{run}@t=0.001s")
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert out.stderr.startswith("memlens: @t=0.001s names a moment of one process (its clock, "
+                                 "its markers)"), out.stderr
+    out = memlens("summary", f"{run}@peak")
+    assert out.returncode == 0, out.stderr
+    assert " AT @peak " in out.stdout.splitlines()[2], out.stdout
 
 
 # A pool of 2 workers under memlens run --follow-children, by multiprocessing's start method:

@@ -19,6 +19,12 @@ uint64_t LargestKey(const Map& map) {
   for (const auto& [key, value] : map) largest = std::max<uint64_t>(largest, key);
   return largest;
 }
+// The next process's first id where id 0 is a real one (a Python code object or a string the
+// agent's table had no room for, a heap): after every id taken so far, 0 included.
+template <typename Map>
+uint64_t NextBase(const Map& map) {
+  return map.empty() ? 0 : LargestKey(map) + 1;
+}
 
 uint64_t ShiftIp(uint64_t ip, const Bases& b) {
   if (format::IsPythonFrameIp(ip)) {
@@ -108,19 +114,30 @@ bool MergeProfiles(std::vector<Profile> profiles, const std::string& run, Profil
   }
   m.process.start_monotonic_ns = run_start;
   m.timeline = RunTimeline(profiles, run_start);
+  // The run's moments: its peak is the sum of each process's own, dated when the sum of what
+  // they had in use was highest (SecondsAt of peak_seq 0: the first time mark), and it lasts
+  // until its last process ended, finished or not (DurationSeconds: the last time mark).
+  uint64_t highest = 0;
+  double highest_at = 0;
+  for (const TimelinePoint& t : m.timeline) {
+    if (t.heap_bytes > highest) highest = t.heap_bytes, highest_at = t.seconds;
+  }
+  m.times = {{static_cast<uint64_t>(highest_at * 1e9), 1}, {run_end - run_start, 2}};
   if (profiles[0].end) {
     m.end = profiles[0].end;
     m.end->monotonic_ns = run_end - run_start;
   }
-  m.snapshot_seconds = static_cast<double>(run_end - run_start) / 1e9;
+  for (const Profile& p : profiles) m.still_recording |= p.still_recording;
+  m.snapshot_seconds = m.snapshot.kind == SnapshotSpec::kPeak ? highest_at : m.DurationSeconds();
   std::map<int64_t, Checkpoint> checkpoints;  // by the run's nanosecond
+  uint64_t next_heap = 0;  // past every heap id given so far, named or not
   for (Profile& p : profiles) {
     Bases b;
     b.node = m.nodes.size() - 1;
     b.module = LargestKey(m.modules);
-    b.code = LargestKey(m.python_codes);
-    b.string = LargestKey(m.strings);
-    b.heap = LargestKey(m.heap_names);
+    b.code = NextBase(m.python_codes);
+    b.string = NextBase(m.strings);
+    b.heap = std::max<uint64_t>(NextBase(m.heap_names), next_heap);
     auto stack = [&b](uint64_t id) { return id ? id + b.node : 0; };
     for (size_t n = 1; n < p.nodes.size(); ++n) {
       const StackNode& node = p.nodes[n];
@@ -145,6 +162,7 @@ bool MergeProfiles(std::vector<Profile> profiles, const std::string& run, Profil
     }
     for (HeapFigures& heap : p.heaps) {
       heap.id = static_cast<uint32_t>(heap.id + b.heap);
+      next_heap = std::max<uint64_t>(next_heap, heap.id + 1);
       heap.create_stack = stack(heap.create_stack);
       m.heaps.push_back(std::move(heap));
     }
@@ -178,6 +196,7 @@ bool MergeProfiles(std::vector<Profile> profiles, const std::string& run, Profil
     for (const std::string& w : p.warnings) {
       m.warnings.push_back("process " + std::to_string(p.process.pid) + ": " + w);
     }
+    p = Profile();  // merged: its memory goes before the next one's is copied
   }
   m.totals.peak_seq = 0;  // the processes' peaks are at moments of their own
   for (auto& [ns, checkpoint] : checkpoints) m.checkpoints.push_back(std::move(checkpoint));

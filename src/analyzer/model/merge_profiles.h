@@ -6,7 +6,8 @@
 // add up the processes' same sites. Figures add up: each stack's, and the totals, whose peak is
 // the sum of each process's own peak (they need not coincide), as `memlens summary DIR` says.
 // The timeline is the run's: at each moment, the sum of what each process then had in use (none
-// once it has ended), on the clock of the first process's start. Checkpoints taken at moments
+// once it has ended), on a clock that starts at the earliest start of a process's (last)
+// image; the peak is dated when that sum was highest. Checkpoints taken at moments
 // of the run (each process's on its own clock: the report's) are merged by moment. Each
 // process's markers, address map and blocks stay its own: the merged profile has none.
 //

@@ -1,6 +1,6 @@
 // A run's processes merged into one profile (merge_profiles.h): every process's stacks under
 // ids of their own, each frame as it was (return addresses, Python lines, custom heaps' names),
-// the figures added up, and the run's timeline on the first process's clock.
+// the figures added up, and the run's timeline from its first start.
 #include "analyzer/model/merge_profiles.h"
 
 #include <gtest/gtest.h>
@@ -20,8 +20,15 @@ Profile Process(uint64_t pid, double start_s, uint64_t ip, const std::string& fi
   p.end = format::EndRecord{format::EndReason::kExit, 1000000000, 2, 0, 0, 0};
   p.modules[1] = format::ModuleRecord{1, 0, "/bin/p" + std::to_string(pid), "", {{ip, 16}}};
   p.python_codes[1] = format::PythonCodeRecord{1, file, "<module>", 1};
+  // Id 0 is a real one: a code object the agent's table had no room for, a string likewise.
+  p.python_codes[0] = format::PythonCodeRecord{0, "<unknown Python code>", "", 0};
+  p.strings[0] = "(no room)";
+  p.strings[1] = "pool-" + std::to_string(pid);
+  p.heap_names[1] = "pool-" + std::to_string(pid);
   p.nodes.push_back({0, ip, 1});                                // 1: native
   p.nodes.push_back({1, format::PythonFrameIp(1, 7), 0});       // 2: file.py:7 under it
+  p.nodes.push_back({2, format::AnnotationFrameIp(format::Annotation::kHeap, 1), 0});  // 3
+  p.nodes.push_back({3, format::AnnotationFrameIp(format::Annotation::kType, 1), 0});  // 4
   for (uint64_t stack : {1, 2}) {
     StackStats& s = p.stacks[stack];
     s.allocations = 1;
@@ -47,23 +54,39 @@ TEST(MergeProfiles, EveryStackUnderItsOwnIdsTheFiguresAddedUp) {
   EXPECT_EQ(merged.totals.in_use_bytes, 2200u);
   EXPECT_EQ(merged.totals.peak_bytes, 2200u);  // each one's own peak, added
   EXPECT_EQ(merged.totals.allocations, 4u);
-  ASSERT_EQ(merged.nodes.size(), 5u);  // the root and two nodes of each
+  ASSERT_EQ(merged.nodes.size(), 9u);  // the root and four nodes of each
   ASSERT_EQ(merged.stacks.size(), 4u);
   // The second process's stacks come after the first's, each frame where it was.
-  EXPECT_EQ(merged.stacks.at(3).in_use_bytes, 1000u);
-  EXPECT_EQ(merged.nodes[3].ip, 0x2000u);
-  EXPECT_EQ(merged.modules.at(merged.nodes[3].module).path, "/bin/p11");
-  EXPECT_EQ(merged.nodes[4].parent, 3u);
-  const uint64_t b_line = merged.nodes[4].ip;
+  EXPECT_EQ(merged.stacks.at(5).in_use_bytes, 1000u);
+  EXPECT_EQ(merged.nodes[5].ip, 0x2000u);
+  EXPECT_EQ(merged.modules.at(merged.nodes[5].module).path, "/bin/p11");
+  EXPECT_EQ(merged.nodes[6].parent, 5u);
+  const uint64_t b_line = merged.nodes[6].ip;
   ASSERT_TRUE(format::IsPythonFrameIp(b_line));
   EXPECT_EQ(format::PythonFrameLine(b_line), 7u);
   EXPECT_EQ(merged.python_codes.at(format::PythonFrameCode(b_line)).filename, "b.py");
   EXPECT_EQ(merged.python_codes.at(format::PythonFrameCode(merged.nodes[2].ip)).filename, "a.py");
+  // Both processes' id 0 and id 1 stay apart; the annotation frames name each one's own.
+  EXPECT_EQ(merged.python_codes.size(), 4u);
+  EXPECT_EQ(merged.strings.size(), 4u);
+  for (size_t n : {3, 7}) {
+    const std::string pool = n == 3 ? "pool-10" : "pool-11";
+    EXPECT_EQ(merged.heap_names.at(format::AnnotationValue(merged.nodes[n].ip)), pool);
+    EXPECT_EQ(merged.strings.at(format::AnnotationValue(merged.nodes[n + 1].ip)), pool);
+  }
   // On the run's clock: 10 at 0.5 s, 11 from 0.75 s, 10 gone at 1 s, 11 at 1.25 s.
   std::vector<std::pair<double, uint64_t>> timeline;
   for (const TimelinePoint& t : merged.timeline) timeline.push_back({t.seconds, t.heap_bytes});
   EXPECT_EQ(timeline, (std::vector<std::pair<double, uint64_t>>{
                           {0.5, 200}, {0.75, 2200}, {1.0, 2000}, {1.25, 0}}));
+  EXPECT_DOUBLE_EQ(merged.DurationSeconds(), 1.25);
+  EXPECT_DOUBLE_EQ(merged.SecondsAt(merged.totals.peak_seq), 0.75);  // when the sum was highest
+  // A run whose first process has not finished still lasts until its last one ended.
+  Profile unfinished = Process(10, 0, 0x1000, "a.py", 100);
+  unfinished.end.reset();
+  unfinished.times = {{500000000, 2}};
+  ASSERT_TRUE(MergeProfiles({unfinished, Process(11, 0.25, 0x2000, "b.py", 1000)}, "run", &merged,
+                            &error));
   EXPECT_DOUBLE_EQ(merged.DurationSeconds(), 1.25);
 }
 
@@ -84,7 +107,7 @@ TEST(MergeProfiles, CheckpointsAtTheSameMomentOfTheRunAreOne) {
   EXPECT_DOUBLE_EQ(merged.checkpoints[1].seconds, 0.75);
   EXPECT_EQ(merged.checkpoints[1].heap_bytes, 1200u);
   EXPECT_EQ(merged.checkpoints[1].live,
-            (std::unordered_map<uint64_t, LiveFigures>{{2, {100, 1, 0, 0}}, {3, {1000, 1, 0, 0}}}));
+            (std::unordered_map<uint64_t, LiveFigures>{{2, {100, 1, 0, 0}}, {5, {1000, 1, 0, 0}}}));
 }
 
 TEST(MergeProfiles, DifferentSamplingRulesAreRefused) {
