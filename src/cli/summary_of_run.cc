@@ -154,7 +154,9 @@ int SummaryOfRun(const AnalysisOptions& o) {
                   FormatBytesEstimate(t.allocated_bytes, t.allocated_bytes_var, errors),
                   FormatCountEstimate(t.allocations, t.allocations_var, errors),
                   FormatSeconds(p.DurationSeconds()),
-                  std::string(2 * nodes[i].depth, ' ') + ShellQuote(p.process.argv) + EndNote(p)});
+                  std::string(2 * nodes[i].depth, ' ') +
+                      (row.Started().Forked() ? "(forked) " : "") + ShellQuote(p.process.argv) +
+                      EndNote(p)});
   }
   table.AddRow({"total", "", FormatBytes(total.peak_bytes), FormatBytes(total.in_use_bytes),
                 FormatBytes(total.allocated_bytes), FormatCount(total.allocations), "",

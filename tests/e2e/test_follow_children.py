@@ -120,6 +120,8 @@ def test_a_subshells_child_and_an_execd_parent_keep_the_tree(tmp_path):
     assert kids["1"]["ppid"] == subshell["pid"] == kids["1"]["recorded_parent"]
     assert kids["1"]["parent_capture"] == subshell["capture"] and kids["1"]["depth"] == 2
     assert kids["2"]["parent_capture"] == shell["capture"] and kids["2"]["depth"] == 1
+    text = memlens("summary", run).stdout.splitlines()
+    assert sum("  (forked) sh -c " in line for line in text) == 1, text  # the subshell
     captures = {r["argv"][2]: Recorded(None, r["capture"]) for r in rows}
     for k in ("1", "2", "3"):
         assert captures[k].row_at("spawns.c", "child_block")["leaked_bytes"] == 100 * int(k)
