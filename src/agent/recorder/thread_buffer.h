@@ -211,7 +211,7 @@ ThreadBuffer* FirstThreadBuffer();
 // unmapped; an exchange slot, which is the parent's, only forgotten) and the registry emptied.
 // `current`, the calling thread's, stays mapped: a fork from a signal handler returns to a frame
 // that may be writing into it. The thread takes a new buffer at its next event
-// (ForgetThisThreadBuffer, recorder.h).
+// (ForgetBuffersAfterFork, recorder.h, calls this and forgets it).
 void ForgetThreadBuffersAfterFork(const ThreadBuffer* current);
 
 }  // namespace memlens::agent
