@@ -90,6 +90,10 @@ typedef struct memlens_heap memlens_heap;
   /* Ends the span: 0 once its capture is complete (an END record, reason "stopped"); -1     \
      when no span was recording (the reason on stderr). */                                   \
   X(int, memlens_stop, (void), (), return -1, return)                                        \
+  /* The same, the reason for -1 written, one line, into error[0..error_size) (truncated,     \
+     always terminated) instead of stderr (`memlens detach` stops a span this way). */       \
+  X(int, memlens_stop_with, (char* error, size_t error_size), (error, error_size), return -1, \
+    return)                                                                                  \
   /* Everything recorded before the call is in the span's capture file when it returns (a   \
      bounded wait), so the analyzer can read a capture that is still growing. */             \
   X(void, memlens_flush, (void), (), return, )

@@ -49,6 +49,7 @@
 #include "agent/writer/hosted.h"
 #include "agent/writer/writer.h"
 #include "base/private_file.h"
+#include "format/capture_path.h"
 
 namespace memlens::agent {
 namespace {
@@ -146,18 +147,8 @@ format::ProcessRecord DescribeProcess() {
 // pattern: a span's own path, or null for MEMLENS_OUTPUT or the default.
 std::string ExpandOutputPath(const format::ProcessRecord& process, const char* pattern = nullptr) {
   if (!pattern || !*pattern) pattern = getenv("MEMLENS_OUTPUT");
-  std::string in = pattern && *pattern ? pattern : "memlens-%e-%p.mlens";
-  std::string name = process.executable.substr(process.executable.rfind('/') + 1);
-  std::string out;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '%' && i + 1 < in.size() && (in[i + 1] == 'p' || in[i + 1] == 'e')) {
-      out += in[i + 1] == 'p' ? std::to_string(process.pid) : name;
-      ++i;
-    } else {
-      out += in[i];
-    }
-  }
-  return out;
+  return format::ExpandCapturePattern(pattern && *pattern ? pattern : format::kDefaultCapturePattern,
+                                      process.pid, process.executable);
 }
 
 void StartForkedChildWriter();

@@ -43,6 +43,7 @@
 #include "analyzer/model/process_set.h"
 #include "analyzer/model/snapshot_index.h"
 #include "base/private_file.h"
+#include "cli/agent_file.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 #include "cli/hosted_writer.h"
@@ -50,12 +51,6 @@
 
 namespace memlens::cli {
 namespace {
-
-// The default sampling rate: one byte in 512 KiB, as Go's heap profiler and jemalloc, so that
-// sampling costs a few percent on allocation-bound programs (docs/sampling.md, "Why 512 KiB by
-// default"). Its error is stated per figure, not bounded globally: blocks of the rate or more
-// are recorded whole (exact), and every figure of smaller blocks carries its standard error.
-constexpr uint64_t kDefaultSampleRate = 512 * 1024;
 
 struct RunOptions {
   std::string output;
@@ -103,17 +98,6 @@ std::string Dirname(const std::string& path) {
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// The agent lives at ../lib/libmemlens.so from the memlens executable (build tree and install
-// prefix alike); MEMLENS_AGENT overrides.
-std::string FindAgent() {
-  if (const char* env = getenv("MEMLENS_AGENT"); env && *env) return env;
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return "";
-  exe[n] = '\0';
-  return Dirname(Dirname(exe)) + "/lib/libmemlens.so";
 }
 
 // The program as execvp would find it (its path in *found), or an error message.

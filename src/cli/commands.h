@@ -32,5 +32,7 @@ CommandRunner AddReportCommand(CLI::App* cmd);
 CommandRunner AddIndexCommand(CLI::App* cmd);
 CommandRunner AddExportCommand(CLI::App* cmd);
 CommandRunner AddPushCommand(CLI::App* cmd);
+CommandRunner AddAttachCommand(CLI::App* cmd);
+CommandRunner AddDetachCommand(CLI::App* cmd);
 
 }  // namespace memlens::cli

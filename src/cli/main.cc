@@ -62,6 +62,10 @@ constexpr CommandEntry kCommands[] = {
     {"push", "Send a capture to a Grafana Pyroscope server as a pprof profile",
      "memlens push http://pyroscope:4040 CAPTURE", "what `memlens run --push` sends live",
      AddPushCommand},
+    {"attach", "Record a running process from now on (until detach or --duration)",
+     "memlens attach 4242 --duration 30", "record a running process for 30 s", AddAttachCommand},
+    {"detach", "Stop recording a process memlens attach is recording; it runs on",
+     "memlens detach 4242", "", AddDetachCommand},
 };
 
 // "run, summary, ...": the commands' names, for a message.

@@ -64,6 +64,14 @@ void RecordBlock(EventKind kind, memlens_heap* heap, const void* ptr, size_t siz
   memlens::agent::RecordAnnotated(kind, ptr, size, (uint64_t{HeapId(heap)} << 32) | type);
 }
 
+// The reason, one line, into error[0..error_size): truncated, always terminated.
+void CopyReason(const std::string& why, char* error, size_t error_size) {
+  if (!error || !error_size) return;
+  size_t n = std::min(why.size(), error_size - 1);
+  std::memcpy(error, why.data(), n);
+  error[n] = '\0';
+}
+
 }  // namespace
 
 extern "C" {
@@ -151,11 +159,7 @@ int memlens_start(const char* path) {
 int memlens_start_with(const char* path, const char* options, char* error, size_t error_size) {
   std::string why;
   if (memlens::agent::StartSpan(path, options, &why)) return 0;
-  if (error && error_size) {
-    size_t n = std::min(why.size(), error_size - 1);
-    std::memcpy(error, why.data(), n);
-    error[n] = '\0';
-  }
+  CopyReason(why, error, error_size);
   return -1;
 }
 
@@ -163,6 +167,13 @@ int memlens_stop(void) {
   std::string why;
   if (memlens::agent::StopSpan(&why)) return 0;
   SayOnStderr("memlens_stop", why);
+  return -1;
+}
+
+int memlens_stop_with(char* error, size_t error_size) {
+  std::string why;
+  if (memlens::agent::StopSpan(&why)) return 0;
+  CopyReason(why, error, error_size);
   return -1;
 }
 

@@ -1,0 +1,342 @@
+// src/attach/agent_loader.cc: the refusals, then dlopen and memlens_start_with in the process.
+#include "attach/agent_loader.h"
+
+#include <dlfcn.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "attach/process_objects.h"
+#include "attach/traced_thread.h"
+
+namespace memlens::attach {
+namespace {
+
+constexpr int kSafePointWaitMs = 3000;
+constexpr uint64_t kScratchBytes = 16384;  // four strings of at most 4 KiB
+constexpr uint64_t kStringBytes = 4096;
+constexpr int kCapSysPtrace = 19;
+
+std::string Process(pid_t pid) {
+  return "process " + std::to_string(pid) + " (" + ProgramName(pid) + ")";
+}
+
+// The value of `key:` in /proc/PID/status ("" when absent).
+std::string StatusField(const std::string& status, const std::string& key) {
+  std::istringstream in(status);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size() + 1, key + ":") == 0) {
+      size_t at = line.find_first_not_of(" \t", key.size() + 1);
+      return at == std::string::npos ? "" : line.substr(at);
+    }
+  }
+  return "";
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "alice (uid 1000)".
+std::string UserName(uid_t uid) {
+  const passwd* user = getpwuid(uid);
+  return (user ? std::string(user->pw_name) + " " : "") + "(uid " + std::to_string(uid) + ")";
+}
+
+bool HaveCapSysPtrace() {
+  std::string caps = StatusField(ReadText("/proc/self/status"), "CapEff");
+  return !caps.empty() && ((std::stoull(caps, nullptr, 16) >> kCapSysPtrace) & 1);
+}
+
+bool IsAncestorOfUs(pid_t pid) {
+  for (pid_t p = getppid(); p > 1;) {
+    if (p == pid) return true;
+    std::string ppid = StatusField(ReadText("/proc/" + std::to_string(p) + "/status"), "PPid");
+    p = ppid.empty() ? 0 : std::stoi(ppid);
+  }
+  return false;
+}
+
+// Why process `pid` cannot be traced by us, found before trying ("" when nothing is seen).
+std::string Refusal(pid_t pid) {
+  std::string who = Process(pid);
+  if (pid <= 0) return std::to_string(pid) + " is not a process id";
+  if (pid == getpid()) return "process " + std::to_string(pid) + " is memlens itself";
+  std::string status = ReadText("/proc/" + std::to_string(pid) + "/status");
+  if (status.empty()) return "no process " + std::to_string(pid);
+  std::string tgid = StatusField(status, "Tgid");
+  if (tgid != std::to_string(pid)) {
+    return std::to_string(pid) + " is a thread of process " + tgid + ": give the process's id";
+  }
+  if (StatusField(status, "State").rfind("Z", 0) == 0) {
+    return who + " has exited (a zombie its parent has not collected)";
+  }
+  if (StatusField(status, "State").rfind("T", 0) == 0) {
+    return who + " is stopped (SIGSTOP or Ctrl-Z): continue it first (kill -CONT " +
+           std::to_string(pid) + ")";
+  }
+  std::string tracer = StatusField(status, "TracerPid");
+  if (!tracer.empty() && tracer != "0") {
+    return who + " is already traced by process " + tracer + " (" +
+           ProgramName(std::stoi(tracer)) + "): a process has one tracer at a time; detach "
+           "the debugger first";
+  }
+  bool capable = HaveCapSysPtrace();
+  std::istringstream uids(StatusField(status, "Uid"));
+  unsigned long real = 0, effective = 0;
+  uids >> real >> effective;
+  if (!capable && (real != getuid() || effective != getuid())) {
+    return who + " belongs to " + UserName(effective) + " and memlens runs as " +
+           UserName(getuid()) + ": only the process's owner, or root, can attach";
+  }
+  std::string scope = ReadText("/proc/sys/kernel/yama/ptrace_scope");
+  int yama = scope.empty() ? 0 : std::stoi(scope);
+  if (yama == 3) {
+    return "this system forbids tracing any process (kernel.yama.ptrace_scope = 3, until reboot)";
+  }
+  if (yama == 2 && !capable) {
+    return "only root may trace a process here (kernel.yama.ptrace_scope = 2): run memlens "
+           "attach as root";
+  }
+  if (yama == 1 && !capable && !IsAncestorOfUs(pid)) {
+    return "kernel.yama.ptrace_scope = 1 lets a process trace its own descendants only: run "
+           "memlens attach as root (sudo), or allow it with sysctl kernel.yama.ptrace_scope=0";
+  }
+  struct stat ours, theirs;
+  if (stat("/", &ours) == 0 && stat(("/proc/" + std::to_string(pid) + "/root/").c_str(),
+                                    &theirs) == 0 &&
+      (ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino)) {
+    return who + " runs under another root directory (a container or a chroot), where "
+                 "memlens's agent is not at the path memlens would give it";
+  }
+  return ProgramRefusal(pid);
+}
+
+// What the kernel's refusal to let us trace means.
+std::string SeizeRefusal(pid_t pid, const std::string& reason) {
+  if (reason == std::strerror(EPERM) || reason == std::strerror(EACCES)) {
+    return "the kernel refused to let memlens trace " + Process(pid) + " (" + reason +
+           "): the process may have made itself untraceable (prctl PR_SET_DUMPABLE 0, a "
+           "set-user-ID program), or this is a container without CAP_SYS_PTRACE (docker run "
+           "--cap-add=SYS_PTRACE)";
+  }
+  if (reason.rfind("process ", 0) == 0) return reason;  // TracedThread's own account
+  return "cannot trace " + Process(pid) + ": " + reason;
+}
+
+bool IsLibc(const std::string& name) { return name.rfind("libc.so", 0) == 0; }
+bool IsLoader(const std::string& name) { return name.rfind("ld-linux", 0) == 0; }
+
+// The functions of the C library the calls need, in the process.
+struct LibcFunctions {
+  uint64_t errno_location = 0, mmap = 0, munmap = 0, dlopen = 0, dlerror = 0;
+  uint64_t begin = 0, end = 0, loader_begin = 0, loader_end = 0;  // where a stop is unsafe
+};
+
+// The process's objects; a refusal to read its maps is the kernel's refusal to let us trace it.
+bool ReadObjects(pid_t pid, std::vector<LoadedObject>* objects, std::string* error) {
+  if (ReadLoadedObjects(pid, objects, error)) return true;
+  if (errno == EACCES || errno == EPERM) *error = SeizeRefusal(pid, std::strerror(errno));
+  return false;
+}
+
+bool FindLibcFunctions(pid_t pid, const std::vector<LoadedObject>& objects, LibcFunctions* f,
+                       std::string* error) {
+  const LoadedObject* libc = FindObject(objects, IsLibc);
+  if (!libc) {
+    *error = Process(pid) + " does not use the GNU C library (no libc.so.6 is loaded)";
+    return false;
+  }
+  f->begin = libc->begin;
+  f->end = libc->end;
+  if (const LoadedObject* loader = FindObject(objects, IsLoader)) {
+    f->loader_begin = loader->begin;
+    f->loader_end = loader->end;
+  }
+  // dlopen is in libc from glibc 2.34, in libdl.so.2 before (when the program loaded it).
+  const LoadedObject* libdl = FindObject(objects, [](const std::string& name) {
+    return name.rfind("libdl.so", 0) == 0;
+  });
+  std::string ignored;
+  if (!FindSymbol(pid, *libc, "dlopen", &f->dlopen, &ignored) &&
+      !(libdl && FindSymbol(pid, *libdl, "dlopen", &f->dlopen, &ignored) &&
+        FindSymbol(pid, *libdl, "dlerror", &f->dlerror, &ignored))) {
+    *error = Process(pid) + " has no dlopen (a GNU C library older than 2.34, without libdl)";
+    return false;
+  }
+  return (f->dlerror || FindSymbol(pid, *libc, "dlerror", &f->dlerror, error)) &&
+         FindSymbol(pid, *libc, "__errno_location", &f->errno_location, error) &&
+         FindSymbol(pid, *libc, "mmap", &f->mmap, error) &&
+         FindSymbol(pid, *libc, "munmap", &f->munmap, error);
+}
+
+// Signals that would kill memlens while it holds the process's thread are held back until the
+// thread is let go.
+class HeldSignals {
+ public:
+  HeldSignals() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&held, s);
+    sigprocmask(SIG_BLOCK, &held, &before_);
+  }
+  ~HeldSignals() { sigprocmask(SIG_SETMASK, &before_, nullptr); }
+
+ private:
+  sigset_t before_;
+};
+
+// The process's main thread, borrowed: stopped at a safe point, with a scratch page of its
+// own for the strings the calls take, its errno kept.
+class BorrowedThread {
+ public:
+  bool Borrow(pid_t pid, const LibcFunctions& libc, std::string* error) {
+    libc_ = libc;
+    TracedThread::UnsafeCode unsafe{libc.begin, libc.end, libc.loader_begin, libc.loader_end};
+    if (!thread_.Seize(pid, pid, kSafePointWaitMs, unsafe, error)) {
+      *error = SeizeRefusal(pid, *error);
+      return false;
+    }
+    uint64_t errno_address = 0;
+    if (!thread_.Call(libc.errno_location, {}, &errno_address, error)) return false;
+    thread_.KeepErrno(errno_address);
+    if (!thread_.Call(libc.mmap, {0, kScratchBytes, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, static_cast<uint64_t>(-1), 0},
+                      &scratch_, error)) {
+      return false;
+    }
+    if (scratch_ == reinterpret_cast<uint64_t>(MAP_FAILED)) {
+      scratch_ = 0;
+      *error = "the process could not map a page for memlens's call";
+      return false;
+    }
+    return true;
+  }
+  ~BorrowedThread() {
+    uint64_t ignored;
+    std::string why;
+    if (scratch_) thread_.Call(libc_.munmap, {scratch_, kScratchBytes}, &ignored, &why);
+    thread_.Release();
+  }
+  // The address of a copy of `text` in the scratch page's slot'th string.
+  uint64_t String(int slot, const std::string& text, std::string* error) {
+    uint64_t at = scratch_ + slot * kStringBytes;
+    if (text.size() >= kStringBytes) {
+      *error = "a path longer than " + std::to_string(kStringBytes - 1) + " bytes";
+      return 0;
+    }
+    return thread_.Write(at, text.c_str(), text.size() + 1, error) ? at : 0;
+  }
+  TracedThread& thread() { return thread_; }
+
+ private:
+  TracedThread thread_;
+  LibcFunctions libc_;
+  uint64_t scratch_ = 0;
+};
+
+// The agent's function `name` in process `pid`, where `agent` is loaded.
+bool FindAgentFunction(pid_t pid, const struct stat& agent, const char* name, uint64_t* address,
+                       std::string* error) {
+  std::vector<LoadedObject> objects;
+  if (!ReadObjects(pid, &objects, error)) return false;
+  for (const auto& o : objects) {
+    if (o.device == agent.st_dev && o.inode == agent.st_ino) {
+      return FindSymbol(pid, o, name, address, error);
+    }
+  }
+  *error = "libmemlens.so is not loaded in " + Process(pid);
+  return false;
+}
+
+}  // namespace
+
+bool StartRecording(pid_t pid, const std::string& agent, const std::string& capture,
+                    const std::string& options, std::string* error) {
+  *error = Refusal(pid);
+  if (!error->empty()) return false;
+  struct stat agent_file;
+  if (stat(agent.c_str(), &agent_file) != 0) {
+    *error = "cannot find memlens's agent at '" + agent + "': " + std::strerror(errno);
+    return false;
+  }
+  std::vector<LoadedObject> objects;
+  LibcFunctions libc;
+  if (!ReadObjects(pid, &objects, error) || !FindLibcFunctions(pid, objects, &libc, error)) {
+    return false;
+  }
+  HeldSignals held;
+  BorrowedThread borrowed;
+  if (!borrowed.Borrow(pid, libc, error)) return false;
+  TracedThread& thread = borrowed.thread();
+  uint64_t path = borrowed.String(0, agent, error), handle = 0;
+  if (!path || !thread.Call(libc.dlopen, {path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE}, &handle,
+                            error)) {
+    return false;
+  }
+  if (handle == 0) {
+    uint64_t message = 0;
+    std::string why;
+    thread.Call(libc.dlerror, {}, &message, &why);
+    *error = Process(pid) + " could not load the agent: " +
+             (message ? thread.ReadString(message, 512) : "dlopen failed");
+    return false;
+  }
+  uint64_t start = 0, result = 0;
+  uint64_t capture_at = borrowed.String(1, capture, error);
+  uint64_t options_at = capture_at ? borrowed.String(2, options, error) : 0;
+  uint64_t reason_at = options_at ? borrowed.String(3, "", error) : 0;
+  if (!reason_at || !FindAgentFunction(pid, agent_file, "memlens_start_with", &start, error) ||
+      !thread.Call(start, {capture_at, options_at, reason_at, kStringBytes}, &result, error)) {
+    return false;
+  }
+  if (static_cast<int32_t>(result) != 0) {
+    *error = Process(pid) + " did not start recording: " + thread.ReadString(reason_at, 4096);
+    return false;
+  }
+  return true;
+}
+
+bool StopRecording(pid_t pid, std::string* error) {
+  *error = Refusal(pid);
+  if (!error->empty()) return false;
+  std::vector<LoadedObject> objects;
+  LibcFunctions libc;
+  if (!ReadObjects(pid, &objects, error) || !FindLibcFunctions(pid, objects, &libc, error)) {
+    return false;
+  }
+  const LoadedObject* agent = FindObject(objects, [](const std::string& name) {
+    return name == "libmemlens.so";
+  });
+  uint64_t stop = 0, result = 0;
+  if (!agent) {
+    *error = "memlens is not loaded in " + Process(pid) + ": it was never attached";
+    return false;
+  }
+  if (!FindSymbol(pid, *agent, "memlens_stop_with", &stop, error)) return false;
+  HeldSignals held;
+  BorrowedThread borrowed;
+  if (!borrowed.Borrow(pid, libc, error)) return false;
+  uint64_t reason_at = borrowed.String(0, "", error);
+  if (!reason_at || !borrowed.thread().Call(stop, {reason_at, kStringBytes}, &result, error)) {
+    return false;
+  }
+  if (static_cast<int32_t>(result) != 0) {
+    *error = Process(pid) + ": " + borrowed.thread().ReadString(reason_at, 4096);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace memlens::attach

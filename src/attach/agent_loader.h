@@ -1,0 +1,34 @@
+// src/attach/agent_loader.h
+//
+// Puts the agent into a running process and takes recording out of it again: `memlens attach`
+// and `memlens detach`. Starting is the agent's own span machinery (memlens_start_with, as a
+// program that records parts of itself calls it: docs/api.md, "Spans"), called by the
+// process's main thread, borrowed with ptrace (traced_thread.h) after the process's own
+// dlopen loaded libmemlens.so; stopping is memlens_stop_with, called the same way.
+//
+// Every refusal is one line, said before the process is touched where it can be: no such
+// process, a thread id, a zombie, memlens itself, another tracer, another user, Yama's
+// ptrace_scope, another root (a container), a statically linked or non-x86-64 program, no GNU
+// C library (docs/attach.md, "Refusals").
+//
+// Runs on: the memlens command's main thread. Blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT while
+// the process's thread is borrowed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace memlens::attach {
+
+// Loads `agent` (a path to libmemlens.so) into process `pid` and starts recording into
+// `capture` (an absolute path, already expanded), with span `options` ("sample_rate=N,...",
+// or ""). False with a one-line reason; the process then runs on as before.
+bool StartRecording(pid_t pid, const std::string& agent, const std::string& capture,
+                    const std::string& options, std::string* error);
+
+// Ends the recording that StartRecording (or the program itself) started in process `pid`:
+// its capture is complete when this returns true. The agent stays loaded, idle.
+bool StopRecording(pid_t pid, std::string* error);
+
+}  // namespace memlens::attach

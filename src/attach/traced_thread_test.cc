@@ -1,0 +1,137 @@
+// src/attach/traced_thread_test.cc: a forked child of the test, borrowed with TracedThread: calls
+// made in it return what they return there, and once released the child goes on exactly where
+// it was (an interrupted read restarted, errno kept, a system call stopped at its entry made).
+#include "attach/traced_thread.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace memlens::attach {
+namespace {
+
+char g_text[64];  // at the same address in the forked child
+
+// Forks a child that runs `body` with the read end of a pipe and exits with what it returns;
+// *to_child is the write end.
+template <typename Body>
+pid_t ForkChild(int* to_child, Body body) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[1]);
+    _exit(body(fds[0]));
+  }
+  close(fds[0]);
+  *to_child = fds[1];
+  return pid;
+}
+
+int ExitCode(pid_t pid) {
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+}
+
+const TracedThread::UnsafeCode NowhereUnsafe;
+const TracedThread::UnsafeCode EverywhereUnsafe{0, ~uint64_t{0}, 0, 0};  // all "C library"
+
+TEST(TracedThread, CallsInABlockedThreadThenItsReadGoesOn) {
+  int to_child = -1;
+  pid_t child = ForkChild(&to_child, [](int from_parent) {
+    errno = 77;
+    unsigned char byte = 0;
+    ssize_t n = read(from_parent, &byte, 1);  // blocked here while borrowed
+    if (n != 1) return 90;
+    if (errno != 77) return 91;                 // a successful read leaves errno alone
+    return strcmp(g_text, "") == 0 ? static_cast<int>(byte) : 92;  // the test wrote nothing
+  });
+  usleep(100 * 1000);  // the child is in its read
+  TracedThread thread;
+  std::string error;
+  ASSERT_TRUE(thread.Seize(child, child, 3000, NowhereUnsafe, &error)) << error;
+  uint64_t result = 0;
+  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
+  EXPECT_EQ(static_cast<pid_t>(result), child);
+  uint64_t errno_address = 0;
+  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&__errno_location), {}, &errno_address,
+                          &error));
+  thread.KeepErrno(errno_address);
+  // close(-1) sets the child's errno to EBADF: Release puts 77 back.
+  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&close), {static_cast<uint64_t>(-1)},
+                          &result, &error));
+  EXPECT_EQ(static_cast<int>(result), -1);
+  const char text[] = "seven";
+  uint64_t at = reinterpret_cast<uint64_t>(g_text);
+  ASSERT_TRUE(thread.Write(at, text, sizeof text, &error)) << error;
+  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&strlen), {at}, &result, &error));
+  EXPECT_EQ(result, 5u);
+  EXPECT_EQ(thread.ReadString(at, 64), "seven");
+  const char empty[] = "";
+  ASSERT_TRUE(thread.Write(at, empty, 1, &error));
+  thread.Release();
+  unsigned char byte = 42;
+  ASSERT_EQ(write(to_child, &byte, 1), 1);
+  EXPECT_EQ(ExitCode(child), 42);
+  close(to_child);
+}
+
+TEST(TracedThread, AThreadInTheCLibraryIsStoppedAtItsNextSystemCall) {
+  int to_child = -1;
+  pid_t child = ForkChild(&to_child, [](int from_parent) {
+    fcntl(from_parent, F_SETFL, O_NONBLOCK);
+    unsigned char byte = 0;
+    while (read(from_parent, &byte, 1) != 1) syscall(SYS_getppid);  // never blocks
+    return static_cast<int>(byte);
+  });
+  usleep(50 * 1000);
+  TracedThread thread;
+  std::string error;
+  ASSERT_TRUE(thread.Seize(child, child, 3000, EverywhereUnsafe, &error)) << error;
+  uint64_t result = 0;
+  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
+  EXPECT_EQ(static_cast<pid_t>(result), child);
+  thread.Release();
+  unsigned char byte = 9;
+  ASSERT_EQ(write(to_child, &byte, 1), 1);
+  EXPECT_EQ(ExitCode(child), 9);
+  close(to_child);
+}
+
+TEST(TracedThread, NoSafePointInTimeLeavesTheThreadUntouched) {
+  int to_child = -1;
+  pid_t child = ForkChild(&to_child, [](int) {
+    for (volatile unsigned long i = 0;; ++i) {
+    }
+    return 0;
+  });
+  usleep(50 * 1000);
+  TracedThread thread;
+  std::string error;
+  EXPECT_FALSE(thread.Seize(child, child, 200, EverywhereUnsafe, &error));
+  EXPECT_NE(error.find("without a system call"), std::string::npos) << error;
+  EXPECT_EQ(kill(child, 0), 0);  // still running, untraced: it can be killed as usual
+  kill(child, SIGKILL);
+  EXPECT_EQ(ExitCode(child), 1000 + SIGKILL);
+  close(to_child);
+}
+
+TEST(TracedThread, AnEndedProcessIsNoCallTarget) {
+  TracedThread thread;
+  std::string error;
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  EXPECT_EQ(ExitCode(child), 0);
+  EXPECT_FALSE(thread.Seize(child, child, 100, NowhereUnsafe, &error));
+  uint64_t result = 0;
+  EXPECT_FALSE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error));
+}
+
+}  // namespace
+}  // namespace memlens::attach
