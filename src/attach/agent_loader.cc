@@ -20,7 +20,7 @@ namespace memlens::attach {
 namespace {
 
 constexpr int kSafePointWaitMs = 3000;
-constexpr uint64_t kScratchBytes = 16384;  // four strings of at most 4 KiB
+constexpr uint64_t kScratchBytes = 20480;  // five strings of at most 4 KiB
 constexpr uint64_t kStringBytes = 4096;
 constexpr int kCapSysPtrace = 19;
 
@@ -59,30 +59,39 @@ bool HaveCapSysPtrace() {
   return !caps.empty() && ((std::stoull(caps, nullptr, 16) >> kCapSysPtrace) & 1);
 }
 
-bool IsAncestorOfUs(pid_t pid) {
-  for (pid_t p = getppid(); p > 1;) {
-    if (p == pid) return true;
-    std::string ppid = StatusField(ReadText("/proc/" + std::to_string(p) + "/status"), "PPid");
-    p = ppid.empty() ? 0 : std::stoi(ppid);
-  }
-  return false;
+int YamaScope() {
+  std::string scope = ReadText("/proc/sys/kernel/yama/ptrace_scope");
+  return scope.empty() ? 0 : std::stoi(scope);
+}
+
+// The first `count` numbers of a /proc/PID/status line ("Uid:", "Gid:": real, effective,
+// saved, filesystem).
+std::vector<unsigned long> Numbers(const std::string& field) {
+  std::istringstream in(field);
+  std::vector<unsigned long> numbers;
+  for (unsigned long n; in >> n;) numbers.push_back(n);
+  return numbers;
 }
 
 // Why process `pid` cannot be traced by us, found before trying ("" when nothing is seen).
 std::string Refusal(pid_t pid) {
-  std::string who = Process(pid);
   if (pid <= 0) return std::to_string(pid) + " is not a process id";
   if (pid == getpid()) return "process " + std::to_string(pid) + " is memlens itself";
   std::string status = ReadText("/proc/" + std::to_string(pid) + "/status");
   if (status.empty()) return "no process " + std::to_string(pid);
+  std::string who = Process(pid);
   std::string tgid = StatusField(status, "Tgid");
   if (tgid != std::to_string(pid)) {
     return std::to_string(pid) + " is a thread of process " + tgid + ": give the process's id";
   }
-  if (StatusField(status, "State").rfind("Z", 0) == 0) {
-    return who + " has exited (a zombie its parent has not collected)";
+  std::string state = StatusField(status, "State");
+  if (state.rfind("Z", 0) == 0) {
+    return StatusField(status, "Threads") == "1"
+               ? who + " has exited (a zombie its parent has not collected)"
+               : "the main thread of " + who + " has exited (its other threads run on): "
+                 "memlens borrows the main thread, so it cannot attach";
   }
-  if (StatusField(status, "State").rfind("T", 0) == 0) {
+  if (state.rfind("T", 0) == 0) {
     return who + " is stopped (SIGSTOP or Ctrl-Z): continue it first (kill -CONT " +
            std::to_string(pid) + ")";
   }
@@ -92,26 +101,30 @@ std::string Refusal(pid_t pid) {
            ProgramName(std::stoi(tracer)) + "): a process has one tracer at a time; detach "
            "the debugger first";
   }
+  // The kernel lets a process trace another whose real, effective and saved user and group
+  // ids are all its own real ones, or with CAP_SYS_PTRACE.
   bool capable = HaveCapSysPtrace();
-  std::istringstream uids(StatusField(status, "Uid"));
-  unsigned long real = 0, effective = 0;
-  uids >> real >> effective;
-  if (!capable && (real != getuid() || effective != getuid())) {
-    return who + " belongs to " + UserName(effective) + " and memlens runs as " +
+  std::vector<unsigned long> uids = Numbers(StatusField(status, "Uid"));
+  std::vector<unsigned long> gids = Numbers(StatusField(status, "Gid"));
+  auto all = [](const std::vector<unsigned long>& ids, unsigned long id) {
+    return ids.size() >= 3 && ids[0] == id && ids[1] == id && ids[2] == id;
+  };
+  if (!capable && !all(uids, getuid())) {
+    uid_t other = uids.empty() ? 0 : (uids[0] != getuid() ? uids[0] : uids[1]);
+    return who + " belongs to " + UserName(other) + " and memlens runs as " +
            UserName(getuid()) + ": only the process's owner, or root, can attach";
   }
-  std::string scope = ReadText("/proc/sys/kernel/yama/ptrace_scope");
-  int yama = scope.empty() ? 0 : std::stoi(scope);
+  if (!capable && !all(gids, getgid())) {
+    return who + " runs with other group ids than memlens (a set-group-ID program?): only "
+                 "root can attach to it";
+  }
+  int yama = YamaScope();
   if (yama == 3) {
     return "this system forbids tracing any process (kernel.yama.ptrace_scope = 3, until reboot)";
   }
   if (yama == 2 && !capable) {
-    return "only root may trace a process here (kernel.yama.ptrace_scope = 2): run memlens "
-           "attach as root";
-  }
-  if (yama == 1 && !capable && !IsAncestorOfUs(pid)) {
-    return "kernel.yama.ptrace_scope = 1 lets a process trace its own descendants only: run "
-           "memlens attach as root (sudo), or allow it with sysctl kernel.yama.ptrace_scope=0";
+    return "only a process with CAP_SYS_PTRACE (root) may trace another here "
+           "(kernel.yama.ptrace_scope = 2): run memlens attach as root";
   }
   struct stat ours, theirs;
   if (stat("/", &ours) == 0 && stat(("/proc/" + std::to_string(pid) + "/root/").c_str(),
@@ -126,22 +139,37 @@ std::string Refusal(pid_t pid) {
 // What the kernel's refusal to let us trace means.
 std::string SeizeRefusal(pid_t pid, const std::string& reason) {
   if (reason == std::strerror(EPERM) || reason == std::strerror(EACCES)) {
+    if (YamaScope() == 1 && !HaveCapSysPtrace()) {
+      return "the kernel refused to let memlens trace " + Process(pid) + " (" + reason +
+             "): kernel.yama.ptrace_scope = 1 lets a process trace its own descendants (or a "
+             "process that allowed it with prctl PR_SET_PTRACER) only: run memlens attach with "
+             "CAP_SYS_PTRACE (sudo), or allow it with sysctl kernel.yama.ptrace_scope=0";
+    }
     return "the kernel refused to let memlens trace " + Process(pid) + " (" + reason +
            "): the process may have made itself untraceable (prctl PR_SET_DUMPABLE 0, a "
            "set-user-ID program), or this is a container without CAP_SYS_PTRACE (docker run "
            "--cap-add=SYS_PTRACE)";
   }
-  if (reason.rfind("process ", 0) == 0) return reason;  // TracedThread's own account
+  if (reason.rfind("process ", 0) == 0 || reason.rfind("the process", 0) == 0) return reason;
   return "cannot trace " + Process(pid) + ": " + reason;
 }
 
-bool IsLibc(const std::string& name) { return name.rfind("libc.so", 0) == 0; }
-bool IsLoader(const std::string& name) { return name.rfind("ld-linux", 0) == 0; }
+// By file name: libc.so.6 (glibc 2.34 on), libc-2.31.so before; the same for the loader.
+bool IsLibc(const std::string& name) {
+  return name.rfind("libc.so", 0) == 0 || name.rfind("libc-2.", 0) == 0;
+}
+bool IsLoader(const std::string& name) {
+  return name.rfind("ld-linux", 0) == 0 || name.rfind("ld-2.", 0) == 0;
+}
+bool IsLibdl(const std::string& name) {
+  return name.rfind("libdl.so", 0) == 0 || name.rfind("libdl-2.", 0) == 0;
+}
+bool IsAgent(const std::string& name) { return name.rfind("libmemlens.so", 0) == 0; }
 
 // The functions of the C library the calls need, in the process.
 struct LibcFunctions {
-  uint64_t errno_location = 0, mmap = 0, munmap = 0, dlopen = 0, dlerror = 0;
-  uint64_t begin = 0, end = 0, loader_begin = 0, loader_end = 0;  // where a stop is unsafe
+  uint64_t errno_location = 0, mmap = 0, munmap = 0, dlopen = 0, dlsym = 0, dlerror = 0;
+  TracedThread::Loader loader;  // where a stop is unsafe (a dlopen is under way)
 };
 
 // The process's objects; a refusal to read its maps is the kernel's refusal to let us trace it.
@@ -153,29 +181,33 @@ bool ReadObjects(pid_t pid, std::vector<LoadedObject>* objects, std::string* err
 
 bool FindLibcFunctions(pid_t pid, const std::vector<LoadedObject>& objects, LibcFunctions* f,
                        std::string* error) {
+  const LoadedObject* loader = FindObject(objects, IsLoader);
+  if (!loader) {
+    *error = Process(pid) + " is statically linked (no dynamic loader in it): memlens is loaded "
+             "by the program's own dynamic loader, which a static program does not have";
+    return false;
+  }
+  f->loader = TracedThread::Loader{loader->begin, loader->end};
   const LoadedObject* libc = FindObject(objects, IsLibc);
   if (!libc) {
     *error = Process(pid) + " does not use the GNU C library (no libc.so.6 is loaded)";
     return false;
   }
-  f->begin = libc->begin;
-  f->end = libc->end;
-  if (const LoadedObject* loader = FindObject(objects, IsLoader)) {
-    f->loader_begin = loader->begin;
-    f->loader_end = loader->end;
-  }
-  // dlopen is in libc from glibc 2.34, in libdl.so.2 before (when the program loaded it).
-  const LoadedObject* libdl = FindObject(objects, [](const std::string& name) {
-    return name.rfind("libdl.so", 0) == 0;
-  });
+  // dlopen, dlsym and dlerror are in libc from glibc 2.34, in libdl.so.2 before (when the
+  // program loaded it).
+  const LoadedObject* libdl = FindObject(objects, IsLibdl);
+  const LoadedObject* dl = libdl ? libdl : libc;
   std::string ignored;
-  if (!FindSymbol(pid, *libc, "dlopen", &f->dlopen, &ignored) &&
-      !(libdl && FindSymbol(pid, *libdl, "dlopen", &f->dlopen, &ignored) &&
-        FindSymbol(pid, *libdl, "dlerror", &f->dlerror, &ignored))) {
-    *error = Process(pid) + " has no dlopen (a GNU C library older than 2.34, without libdl)";
-    return false;
+  if (!FindSymbol(pid, *libc, "dlopen", &f->dlopen, &ignored)) {
+    if (!libdl || !FindSymbol(pid, *libdl, "dlopen", &f->dlopen, &ignored)) {
+      *error = Process(pid) + " has no dlopen (a GNU C library older than 2.34, without libdl)";
+      return false;
+    }
+  } else {
+    dl = libc;
   }
-  return (f->dlerror || FindSymbol(pid, *libc, "dlerror", &f->dlerror, error)) &&
+  return FindSymbol(pid, *dl, "dlsym", &f->dlsym, error) &&
+         FindSymbol(pid, *dl, "dlerror", &f->dlerror, error) &&
          FindSymbol(pid, *libc, "__errno_location", &f->errno_location, error) &&
          FindSymbol(pid, *libc, "mmap", &f->mmap, error) &&
          FindSymbol(pid, *libc, "munmap", &f->munmap, error);
@@ -203,8 +235,7 @@ class BorrowedThread {
  public:
   bool Borrow(pid_t pid, const LibcFunctions& libc, std::string* error) {
     libc_ = libc;
-    TracedThread::UnsafeCode unsafe{libc.begin, libc.end, libc.loader_begin, libc.loader_end};
-    if (!thread_.Seize(pid, pid, kSafePointWaitMs, unsafe, error)) {
+    if (!thread_.Seize(pid, pid, kSafePointWaitMs, libc.loader, error)) {
       *error = SeizeRefusal(pid, *error);
       return false;
     }
@@ -246,18 +277,23 @@ class BorrowedThread {
   uint64_t scratch_ = 0;
 };
 
-// The agent's function `name` in process `pid`, where `agent` is loaded.
-bool FindAgentFunction(pid_t pid, const struct stat& agent, const char* name, uint64_t* address,
-                       std::string* error) {
-  std::vector<LoadedObject> objects;
-  if (!ReadObjects(pid, &objects, error)) return false;
-  for (const auto& o : objects) {
-    if (o.device == agent.st_dev && o.inode == agent.st_ino) {
-      return FindSymbol(pid, o, name, address, error);
-    }
+// dlerror's message, after a dlopen or dlsym in the process returned null.
+std::string DlError(BorrowedThread* borrowed, const LibcFunctions& libc) {
+  uint64_t message = 0;
+  std::string why;
+  borrowed->thread().Call(libc.dlerror, {}, &message, &why);
+  return message ? borrowed->thread().ReadString(message, 512) : "no reason given";
+}
+
+// The agent's function `name` in the process, by dlsym on the agent's `handle` there.
+bool AgentFunction(BorrowedThread* borrowed, const LibcFunctions& libc, uint64_t handle,
+                   const char* name, uint64_t* address, std::string* error) {
+  uint64_t name_at = borrowed->String(4, name, error);
+  if (!name_at || !borrowed->thread().Call(libc.dlsym, {handle, name_at}, address, error)) {
+    return false;
   }
-  *error = "libmemlens.so is not loaded in " + Process(pid);
-  return false;
+  if (*address == 0) *error = std::string("the agent has no ") + name + ": " + DlError(borrowed, libc);
+  return *address != 0;
 }
 
 }  // namespace
@@ -266,8 +302,7 @@ bool StartRecording(pid_t pid, const std::string& agent, const std::string& capt
                     const std::string& options, std::string* error) {
   *error = Refusal(pid);
   if (!error->empty()) return false;
-  struct stat agent_file;
-  if (stat(agent.c_str(), &agent_file) != 0) {
+  if (access(agent.c_str(), R_OK) != 0) {
     *error = "cannot find memlens's agent at '" + agent + "': " + std::strerror(errno);
     return false;
   }
@@ -286,18 +321,14 @@ bool StartRecording(pid_t pid, const std::string& agent, const std::string& capt
     return false;
   }
   if (handle == 0) {
-    uint64_t message = 0;
-    std::string why;
-    thread.Call(libc.dlerror, {}, &message, &why);
-    *error = Process(pid) + " could not load the agent: " +
-             (message ? thread.ReadString(message, 512) : "dlopen failed");
+    *error = Process(pid) + " could not load the agent: " + DlError(&borrowed, libc);
     return false;
   }
   uint64_t start = 0, result = 0;
   uint64_t capture_at = borrowed.String(1, capture, error);
   uint64_t options_at = capture_at ? borrowed.String(2, options, error) : 0;
   uint64_t reason_at = options_at ? borrowed.String(3, "", error) : 0;
-  if (!reason_at || !FindAgentFunction(pid, agent_file, "memlens_start_with", &start, error) ||
+  if (!reason_at || !AgentFunction(&borrowed, libc, handle, "memlens_start_with", &start, error) ||
       !thread.Call(start, {capture_at, options_at, reason_at, kStringBytes}, &result, error)) {
     return false;
   }
@@ -316,24 +347,32 @@ bool StopRecording(pid_t pid, std::string* error) {
   if (!ReadObjects(pid, &objects, error) || !FindLibcFunctions(pid, objects, &libc, error)) {
     return false;
   }
-  const LoadedObject* agent = FindObject(objects, [](const std::string& name) {
-    return name == "libmemlens.so";
-  });
-  uint64_t stop = 0, result = 0;
+  const LoadedObject* agent = FindObject(objects, IsAgent);
   if (!agent) {
     *error = "memlens is not loaded in " + Process(pid) + ": it was never attached";
     return false;
   }
-  if (!FindSymbol(pid, *agent, "memlens_stop_with", &stop, error)) return false;
   HeldSignals held;
   BorrowedThread borrowed;
   if (!borrowed.Borrow(pid, libc, error)) return false;
-  uint64_t reason_at = borrowed.String(0, "", error);
-  if (!reason_at || !borrowed.thread().Call(stop, {reason_at, kStringBytes}, &result, error)) {
+  TracedThread& thread = borrowed.thread();
+  // The loaded agent's handle, by the name it was loaded under (even if that file is gone).
+  uint64_t path = borrowed.String(0, agent->path, error), handle = 0, stop = 0, result = 0;
+  if (!path ||
+      !thread.Call(libc.dlopen, {path, RTLD_NOW | RTLD_NOLOAD}, &handle, error)) {
+    return false;
+  }
+  if (handle == 0) {
+    *error = "cannot reach the agent loaded in " + Process(pid) + ": " + DlError(&borrowed, libc);
+    return false;
+  }
+  uint64_t reason_at = borrowed.String(3, "", error);
+  if (!reason_at || !AgentFunction(&borrowed, libc, handle, "memlens_stop_with", &stop, error) ||
+      !thread.Call(stop, {reason_at, kStringBytes}, &result, error)) {
     return false;
   }
   if (static_cast<int32_t>(result) != 0) {
-    *error = Process(pid) + ": " + borrowed.thread().ReadString(reason_at, 4096);
+    *error = Process(pid) + ": " + thread.ReadString(reason_at, 4096);
     return false;
   }
   return true;

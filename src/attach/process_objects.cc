@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <gelf.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ class ElfFile {
     if (fd_ >= 0) close(fd_);
   }
   Elf* elf() const { return elf_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
@@ -83,13 +85,17 @@ bool ReadLoadedObjects(pid_t pid, std::vector<LoadedObject>* objects, std::strin
       continue;  // anonymous, [stack], [vdso]...
     }
     std::string path = line.substr(path_at);
+    constexpr char kDeleted[] = " (deleted)";
+    bool deleted = path.size() > sizeof kDeleted - 1 &&
+                   path.compare(path.size() - (sizeof kDeleted - 1), std::string::npos, kDeleted) == 0;
+    if (deleted) path.resize(path.size() - (sizeof kDeleted - 1));
     uint64_t device = makedev(major, minor);
     LoadedObject* object = nullptr;
     for (auto& o : *objects) {
       if (o.device == device && o.inode == inode) object = &o;
     }
     if (!object) {
-      objects->push_back(LoadedObject{path, device, inode, 0, begin, end});
+      objects->push_back(LoadedObject{path, deleted, device, inode, 0, begin, end});
       object = &objects->back();
     }
     object->begin = std::min(object->begin, begin);
@@ -112,8 +118,13 @@ bool FindSymbol(pid_t pid, const LoadedObject& object, const char* symbol, uint6
                 std::string* error) {
   // Through the process's root: the file it mapped, even from another mount namespace.
   ElfFile file;
-  if (!file.Open("/proc/" + std::to_string(pid) + "/root" + object.path, error) &&
-      !file.Open(object.path, error)) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/root" + object.path;
+  if (!file.Open(path, error)) return false;
+  struct stat st;
+  if (fstat(file.fd(), &st) != 0 || st.st_ino != object.inode) {
+    *error = "'" + object.path + "' was replaced on disk (an upgrade?) since process " +
+             std::to_string(pid) + " loaded it: memlens cannot read the symbols it has; restart "
+             "the process to attach to it";
     return false;
   }
   uint64_t first = 0;
@@ -147,22 +158,13 @@ std::string ProgramRefusal(pid_t pid) {
   ElfFile file;
   std::string error;
   if (!file.Open("/proc/" + std::to_string(pid) + "/exe", &error)) return "";
-  std::string what = "process " + std::to_string(pid) + " (" + ProgramName(pid) + ")";
   GElf_Ehdr header;
   if (gelf_getehdr(file.elf(), &header) == nullptr || header.e_machine != EM_X86_64 ||
       gelf_getclass(file.elf()) != ELFCLASS64) {
-    return what + " is not a 64-bit x86 program: memlens attach drives x86-64 processes only";
+    return "process " + std::to_string(pid) + " (" + ProgramName(pid) +
+           ") is not a 64-bit x86 program: memlens attach drives x86-64 processes only";
   }
-  size_t count = 0;
-  if (elf_getphdrnum(file.elf(), &count) != 0) return "";
-  for (size_t i = 0; i < count; ++i) {
-    GElf_Phdr phdr;
-    if (gelf_getphdr(file.elf(), static_cast<int>(i), &phdr) && phdr.p_type == PT_INTERP) {
-      return "";
-    }
-  }
-  return what + " is statically linked: memlens is loaded by the program's own dynamic "
-                "loader, which a static program does not have";
+  return "";
 }
 
 std::string ProgramName(pid_t pid) {

@@ -20,7 +20,8 @@ namespace memlens::attach {
 
 // One file mapped into a process, as /proc/PID/maps lists it.
 struct LoadedObject {
-  std::string path;      // as the process sees it
+  std::string path;      // as the process sees it (maps' " (deleted)" taken off)
+  bool deleted = false;  // the file was removed or replaced (an upgrade) since it was mapped
   uint64_t device = 0;   // maps' major:minor, as makedev() makes it
   uint64_t inode = 0;
   uint64_t lowest = 0;   // the start of its mapping at file offset 0 (its ELF header)
@@ -38,13 +39,13 @@ const LoadedObject* FindObject(const std::vector<LoadedObject>& objects,
 
 // The address in process `pid` of the function or object `symbol` defined by `object` (looked
 // up in the file's dynamic symbol table, relocated by where its first segment is mapped). False
-// with a one-line reason when the file cannot be read or does not define the symbol.
+// with a one-line reason when the file cannot be read, is no longer the one mapped (its device
+// and inode differ), or does not define the symbol.
 bool FindSymbol(pid_t pid, const LoadedObject& object, const char* symbol, uint64_t* address,
                 std::string* error);
 
 // Why the program of process `pid` cannot take the agent ("" when it can, or when its file
-// cannot be read: ptrace then says why): not a 64-bit x86 program, or statically linked (no
-// program interpreter, PT_INTERP: there is no dynamic loader to load the agent).
+// cannot be read: ptrace then says why): not a 64-bit x86 program.
 std::string ProgramRefusal(pid_t pid);
 
 // The process's command name (/proc/PID/comm), "?" when it cannot be read.

@@ -1,16 +1,19 @@
 // src/attach/traced_thread.cc: ptrace, registers, and the kernel's system-call restart rules.
 #include "attach/traced_thread.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace memlens::attach {
 namespace {
@@ -20,11 +23,28 @@ namespace {
 #endif
 
 constexpr int kSyscallStop = SIGTRAP | 0x80;  // PTRACE_O_TRACESYSGOOD's mark
+constexpr size_t kXstateBytes = 16384;        // the largest XSAVE area (AMX) fits
+constexpr int kCallNoticeMs = 10000;          // a call this long is said to be slow
 
-// The allocator's own system calls: a thread making one may hold the allocator's lock.
-bool AllocatorSyscall(uint64_t nr) {
-  return nr == SYS_mmap || nr == SYS_munmap || nr == SYS_brk || nr == SYS_mremap ||
-         nr == SYS_mprotect || nr == SYS_madvise;
+// System calls a thread makes holding no lock of the C library's or the loader's: where it may
+// be borrowed. Not the allocator's (mmap, brk...), not fork/clone (which hold every malloc
+// lock), not open or close (stdio's and the loader's), not signal or thread-setup calls.
+constexpr long kSafeSyscalls[] = {
+    SYS_read,          SYS_readv,         SYS_pread64,       SYS_preadv,
+    SYS_write,         SYS_writev,        SYS_pwrite64,      SYS_recvfrom,
+    SYS_recvmsg,       SYS_recvmmsg,      SYS_sendto,        SYS_sendmsg,
+    SYS_accept,        SYS_accept4,       SYS_connect,       SYS_poll,
+    SYS_ppoll,         SYS_select,        SYS_pselect6,      SYS_epoll_wait,
+    SYS_epoll_pwait,   SYS_nanosleep,     SYS_clock_nanosleep, SYS_wait4,
+    SYS_waitid,        SYS_pause,         SYS_rt_sigsuspend, SYS_rt_sigtimedwait,
+    SYS_futex,         SYS_sched_yield,   SYS_msgrcv,        SYS_semop,
+};
+
+bool SafeSyscall(uint64_t nr) {
+  for (long safe : kSafeSyscalls) {
+    if (static_cast<uint64_t>(safe) == nr) return true;
+  }
+  return false;
 }
 
 bool IsEventStop(int status) { return (status >> 16) == PTRACE_EVENT_STOP; }
@@ -35,17 +55,32 @@ int64_t NowMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-std::string EndedMessage(pid_t pid, int status) {
-  if (WIFSIGNALED(status)) {
-    return "process " + std::to_string(pid) + " was killed by signal " +
-           std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+// The process ignores SIGSEGV (SigIgn in /proc/PID/status): a call's return, a SIGSEGV at
+// address 0, would then reset it to the default (the kernel does so for a forced signal).
+bool IgnoresSegv(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigIgn:", 0) == 0) {
+      return (std::stoull(line.substr(7), nullptr, 16) >> (SIGSEGV - 1)) & 1;
+    }
   }
-  return "process " + std::to_string(pid) + " exited";
+  return false;
 }
 
 }  // namespace
 
-bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const UnsafeCode& unsafe,
+bool TracedThread::Ended(int status, std::string* error) {
+  if (!WIFEXITED(status) && !WIFSIGNALED(status)) return false;
+  *error = WIFSIGNALED(status) ? "process " + std::to_string(pid_) + " was killed by signal " +
+                                     std::to_string(WTERMSIG(status)) + " (" +
+                                     strsignal(WTERMSIG(status)) + ")"
+                               : "process " + std::to_string(pid_) + " exited";
+  seized_ = false;
+  return true;
+}
+
+bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const Loader& loader,
                          std::string* error) {
   pid_ = pid;
   tid_ = tid;
@@ -60,6 +95,12 @@ bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const UnsafeCode& un
     Detach(0);
     return false;
   }
+  if (IgnoresSegv(pid)) {
+    *error = "process " + std::to_string(pid) + " ignores SIGSEGV, which memlens's calls in it "
+             "would reset: memlens cannot attach to it";
+    Detach(0);
+    return false;
+  }
   ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
   for (;;) {  // signals that were on their way are delivered first
     int status = 0;
@@ -68,17 +109,12 @@ bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const UnsafeCode& un
       seized_ = false;
       return false;
     }
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      *error = EndedMessage(pid_, status);
-      seized_ = false;
-      return false;
-    }
+    if (Ended(status, error)) return false;
     if (IsEventStop(status)) {
       if (WSTOPSIG(status) != SIGTRAP) {  // a group stop: the process is stopped (SIGSTOP)
-        *error = "process " + std::to_string(pid) + " is stopped (" +
-                 strsignal(WSTOPSIG(status)) + "): continue it first (kill -CONT " +
-                 std::to_string(pid) + ")";
-        Detach(0);
+        *error = "process " + std::to_string(pid) + " is stopped (SIGSTOP or Ctrl-Z): continue "
+                 "it first (kill -CONT " + std::to_string(pid) + ")";
+        Detach(0);  // it stays stopped
         return false;
       }
       break;
@@ -90,16 +126,16 @@ bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const UnsafeCode& un
     Detach(0);
     return false;
   }
-  return StopAtSafePoint(wait_ms, unsafe, error);
+  // orig_rax >= 0: stopped in a system call (blocked and interrupted, or just finished).
+  bool safe = static_cast<int64_t>(saved_.orig_rax) >= 0 && SafeSyscall(saved_.orig_rax) &&
+              !loader.Contains(saved_.rip);
+  if (!safe && !StopAtSafePoint(wait_ms, loader, error)) return false;
+  return Borrow(error);
 }
 
-bool TracedThread::StopAtSafePoint(int wait_ms, const UnsafeCode& unsafe, std::string* error) {
-  // orig_rax >= 0: stopped on the way out of a system call (interrupted or finished).
-  bool in_syscall = static_cast<int64_t>(saved_.orig_rax) >= 0;
-  if (in_syscall ? !AllocatorSyscall(saved_.orig_rax) && !unsafe.InLoader(saved_.rip)
-                 : !unsafe.InLibc(saved_.rip)) {
-    return true;
-  }
+// Runs the thread from system call to system call until one of the safe ones returns (its
+// exit stop), at most wait_ms.
+bool TracedThread::StopAtSafePoint(int wait_ms, const Loader& loader, std::string* error) {
   int64_t deadline = NowMs() + wait_ms;
   int signal = 0;
   for (;;) {
@@ -107,43 +143,83 @@ bool TracedThread::StopAtSafePoint(int wait_ms, const UnsafeCode& unsafe, std::s
     signal = 0;
     int status = 0;
     int waited = WaitForStop(&status, static_cast<int>(std::max<int64_t>(0, deadline - NowMs())));
-    if (waited == 1 && (WIFEXITED(status) || WIFSIGNALED(status))) {
-      *error = EndedMessage(pid_, status);
-      seized_ = false;
-      return false;
-    }
-    if (waited != 1) break;
+    if (waited != 1) return GiveUp(error);
+    if (Ended(status, error)) return false;
     if (WSTOPSIG(status) == kSyscallStop) {
       __ptrace_syscall_info info{};
       if (ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
-          info.op == PTRACE_SYSCALL_INFO_ENTRY && !AllocatorSyscall(info.entry.nr) &&
-          !unsafe.InLoader(info.instruction_pointer) &&
-          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0) {
-        restart_syscall_ = true;
+          info.op == PTRACE_SYSCALL_INFO_EXIT &&
+          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 &&
+          SafeSyscall(saved_.orig_rax) && !loader.Contains(saved_.rip)) {
         return true;
       }
-    } else if (!IsEventStop(status)) {
-      signal = WSTOPSIG(status);  // the program's: deliver it
+    } else if (IsEventStop(status)) {
+      if (WSTOPSIG(status) != SIGTRAP) {
+        *error = "process " + std::to_string(pid_) + " was stopped (SIGSTOP) while memlens "
+                 "waited for it: continue it and try again";
+        Detach(0);
+        return false;
+      }
+    } else {
+      signal = WSTOPSIG(status);  // the program's: delivered as the thread goes on
     }
   }
-  // No safe point in time: stop the thread once more and let it go as it is.
+}
+
+// No safe point in time: stop the thread where it is (a blocked call returns at once, and may
+// be a safe one after all) and let it go.
+bool TracedThread::GiveUp(std::string* error) {
   ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr);
   for (;;) {
     int status = 0;
-    if (WaitForStop(&status, -1) != 1 || WIFEXITED(status) || WIFSIGNALED(status)) {
+    if (WaitForStop(&status, -1) != 1) {
       seized_ = false;
       break;
     }
-    if (IsEventStop(status) || WSTOPSIG(status) == kSyscallStop) {
-      Detach(signal);
+    if (Ended(status, error)) return false;
+    if (WSTOPSIG(status) == kSyscallStop) {
+      __ptrace_syscall_info info{};
+      if (ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
+          info.op == PTRACE_SYSCALL_INFO_EXIT &&
+          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeSyscall(saved_.orig_rax)) {
+        return true;  // interrupted in a safe call
+      }
+      ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr);
+      continue;
+    }
+    if (IsEventStop(status)) {
+      Detach(0);
       break;
     }
-    signal = WSTOPSIG(status);
-    ptrace(PTRACE_CONT, tid_, nullptr, nullptr);  // held back: delivered by the detach
+    ptrace(PTRACE_SYSCALL, tid_, nullptr, reinterpret_cast<void*>(intptr_t{WSTOPSIG(status)}));
   }
-  *error = "the thread ran in the C library for " + std::to_string(wait_ms / 1000) +
-           " s without a system call where memlens could stop it safely; try again";
+  *error = "the process's main thread made no system call where memlens may stop it (a wait, "
+           "a read, a sleep) in time: try again while it waits (busy computing, it is never "
+           "stopped: it could hold a lock memlens needs)";
   return false;
+}
+
+// Before the first call: the thread's signal mask (signals are blocked while it is borrowed,
+// but SIGSEGV, by which each call returns) and its vector and x87 registers are saved.
+bool TracedThread::Borrow(std::string* error) {
+  if (ptrace(PTRACE_GETSIGMASK, tid_, reinterpret_cast<void*>(sizeof saved_mask_),
+             &saved_mask_) != 0) {
+    *error = "cannot read the thread's signal mask: " + std::string(std::strerror(errno));
+    Detach(0);
+    return false;
+  }
+  xstate_.assign(kXstateBytes, 0);
+  iovec xstate{xstate_.data(), xstate_.size()};
+  if (ptrace(PTRACE_GETREGSET, tid_, reinterpret_cast<void*>(NT_X86_XSTATE), &xstate) != 0) {
+    *error = "cannot read the thread's vector registers: " + std::string(std::strerror(errno));
+    Detach(0);
+    return false;
+  }
+  xstate_.resize(xstate.iov_len);
+  uint64_t blocked = ~uint64_t{0} & ~(uint64_t{1} << (SIGSEGV - 1));
+  ptrace(PTRACE_SETSIGMASK, tid_, reinterpret_cast<void*>(sizeof blocked), &blocked);
+  borrowed_ = true;
+  return true;
 }
 
 int TracedThread::WaitForStop(int* status, int wait_ms) {
@@ -183,32 +259,44 @@ bool TracedThread::Call(uint64_t function, std::initializer_list<uint64_t> args,
     return false;
   }
   changed_ = true;
-  int signal = 0;
+  ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+  int64_t started = NowMs();
+  bool noticed = false;
   for (;;) {
-    ptrace(PTRACE_CONT, tid_, nullptr, reinterpret_cast<void*>(intptr_t{signal}));
-    signal = 0;
     int status = 0;
-    if (WaitForStop(&status, -1) != 1) {
+    int waited = WaitForStop(&status, 1000);
+    if (waited == 0) {
+      if (!noticed && NowMs() - started > kCallNoticeMs) {
+        noticed = true;  // never abandoned: the thread would return to address 0 untraced
+        std::string notice = "memlens: the process's main thread has not returned from memlens's "
+                             "call for 10 s; waiting on (stopping memlens now would crash it)\n";
+        ssize_t ignored = write(2, notice.data(), notice.size());
+        (void)ignored;
+      }
+      continue;
+    }
+    if (waited < 0) {
       *error = "lost the thread during the call";
       seized_ = false;
       return false;
     }
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      *error = EndedMessage(pid_, status) + " during the call";
-      seized_ = false;
+    if (Ended(status, error)) {
+      *error += " during the call";
       return false;
     }
-    if (IsEventStop(status) || WSTOPSIG(status) == kSyscallStop) continue;
-    if (WSTOPSIG(status) == SIGSEGV) {
-      user_regs_struct after;
-      if (ptrace(PTRACE_GETREGS, tid_, nullptr, &after) == 0 && after.rip == 0) {
-        *result = after.rax;
-        return true;
-      }
-      *error = "the call crashed (SIGSEGV)";
-      return false;  // Release puts the registers back: the crash is not delivered
+    if (IsEventStop(status) || WSTOPSIG(status) == kSyscallStop) {
+      ptrace(PTRACE_CONT, tid_, nullptr, nullptr);  // a stop of the whole process: brief
+      continue;
     }
-    signal = WSTOPSIG(status);  // the program's own: delivered as it would have been
+    user_regs_struct after;
+    if (WSTOPSIG(status) == SIGSEGV && ptrace(PTRACE_GETREGS, tid_, nullptr, &after) == 0 &&
+        after.rip == 0) {
+      *result = after.rax;
+      return true;
+    }
+    // Only a fault can stop it here (its other signals are blocked): the call crashed.
+    *error = std::string("the call crashed (") + strsignal(WSTOPSIG(status)) + ")";
+    return false;  // Release puts the registers back: the fault is not delivered
   }
 }
 
@@ -240,15 +328,16 @@ void TracedThread::Release() {
   if (changed_) {
     std::string ignored;
     if (errno_address_) Write(errno_address_, &saved_errno_, sizeof saved_errno_, &ignored);
-    user_regs_struct regs = saved_;
-    if (restart_syscall_) {  // stopped at its entry, before the kernel ran it: make it again
-      regs.rip -= 2;         // `syscall` is two bytes
-      regs.rax = regs.orig_rax;
-      regs.orig_rax = static_cast<uint64_t>(-1);
-    }
-    // Otherwise the registers as they were: an interrupted call (rax -ERESTART...) is
-    // restarted by the kernel on the way out, as after a signal the program ignores.
-    ptrace(PTRACE_SETREGS, tid_, nullptr, &regs);
+    // The registers as they were: a call that was interrupted (rax -ERESTART...) is restarted,
+    // or returns EINTR, by the kernel's own rules on the way out.
+    ptrace(PTRACE_SETREGS, tid_, nullptr, &saved_);
+  }
+  if (borrowed_) {
+    iovec xstate{xstate_.data(), xstate_.size()};
+    ptrace(PTRACE_SETREGSET, tid_, reinterpret_cast<void*>(NT_X86_XSTATE), &xstate);
+    // Signals that came meanwhile are pending: delivered now, with the restart rules.
+    ptrace(PTRACE_SETSIGMASK, tid_, reinterpret_cast<void*>(sizeof saved_mask_), &saved_mask_);
+    borrowed_ = false;
   }
   Detach(0);
 }

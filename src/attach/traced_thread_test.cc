@@ -39,8 +39,22 @@ int ExitCode(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
 }
 
-const TracedThread::UnsafeCode NowhereUnsafe;
-const TracedThread::UnsafeCode EverywhereUnsafe{0, ~uint64_t{0}, 0, 0};  // all "C library"
+const TracedThread::Loader kNoLoader;
+
+// "TracerPid:" of /proc/PID/status: 0 when nothing traces it.
+int TracerOf(pid_t pid) {
+  FILE* status = fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+  char line[256];
+  int tracer = -1;
+  while (status && fgets(line, sizeof line, status)) {
+    if (sscanf(line, "TracerPid: %d", &tracer) == 1) break;
+  }
+  if (status) fclose(status);
+  return tracer;
+}
+
+volatile sig_atomic_t g_usr1 = 0;
+void OnUsr1(int) { g_usr1 = 1; }
 
 TEST(TracedThread, CallsInABlockedThreadThenItsReadGoesOn) {
   int to_child = -1;
@@ -55,7 +69,7 @@ TEST(TracedThread, CallsInABlockedThreadThenItsReadGoesOn) {
   usleep(100 * 1000);  // the child is in its read
   TracedThread thread;
   std::string error;
-  ASSERT_TRUE(thread.Seize(child, child, 3000, NowhereUnsafe, &error)) << error;
+  ASSERT_TRUE(thread.Seize(child, child, 3000, kNoLoader, &error)) << error;
   uint64_t result = 0;
   ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
   EXPECT_EQ(static_cast<pid_t>(result), child);
@@ -82,7 +96,7 @@ TEST(TracedThread, CallsInABlockedThreadThenItsReadGoesOn) {
   close(to_child);
 }
 
-TEST(TracedThread, AThreadInTheCLibraryIsStoppedAtItsNextSystemCall) {
+TEST(TracedThread, ARunningThreadIsStoppedAtItsNextSafeSystemCall) {
   int to_child = -1;
   pid_t child = ForkChild(&to_child, [](int from_parent) {
     fcntl(from_parent, F_SETFL, O_NONBLOCK);
@@ -93,7 +107,7 @@ TEST(TracedThread, AThreadInTheCLibraryIsStoppedAtItsNextSystemCall) {
   usleep(50 * 1000);
   TracedThread thread;
   std::string error;
-  ASSERT_TRUE(thread.Seize(child, child, 3000, EverywhereUnsafe, &error)) << error;
+  ASSERT_TRUE(thread.Seize(child, child, 3000, kNoLoader, &error)) << error;
   uint64_t result = 0;
   ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
   EXPECT_EQ(static_cast<pid_t>(result), child);
@@ -114,11 +128,46 @@ TEST(TracedThread, NoSafePointInTimeLeavesTheThreadUntouched) {
   usleep(50 * 1000);
   TracedThread thread;
   std::string error;
-  EXPECT_FALSE(thread.Seize(child, child, 200, EverywhereUnsafe, &error));
-  EXPECT_NE(error.find("without a system call"), std::string::npos) << error;
-  EXPECT_EQ(kill(child, 0), 0);  // still running, untraced: it can be killed as usual
+  EXPECT_FALSE(thread.Seize(child, child, 200, kNoLoader, &error));
+  EXPECT_NE(error.find("made no system call where memlens may stop it"), std::string::npos)
+      << error;
+  EXPECT_EQ(TracerOf(child), 0);  // let go, still running
   kill(child, SIGKILL);
   EXPECT_EQ(ExitCode(child), 1000 + SIGKILL);
+  close(to_child);
+}
+
+TEST(TracedThread, ASignalThatComesWhileBorrowedIsDeliveredAfterwardsAndTheReadRestarts) {
+  int to_child = -1;
+  pid_t child = ForkChild(&to_child, [](int from_parent) {
+    struct sigaction usr1 {};
+    usr1.sa_handler = OnUsr1;
+    usr1.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &usr1, nullptr);
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    sigprocmask(SIG_BLOCK, &segv, nullptr);  // must still be blocked afterwards
+    unsigned char byte = 0;
+    if (read(from_parent, &byte, 1) != 1) return 90;
+    sigset_t now;
+    sigprocmask(SIG_BLOCK, nullptr, &now);
+    if (!sigismember(&now, SIGSEGV)) return 91;
+    return g_usr1 ? static_cast<int>(byte) : 92;
+  });
+  usleep(100 * 1000);
+  TracedThread thread;
+  std::string error;
+  ASSERT_TRUE(thread.Seize(child, child, 3000, kNoLoader, &error)) << error;
+  ASSERT_EQ(kill(child, SIGUSR1), 0);  // held back while the thread is borrowed
+  uint64_t result = 0;
+  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
+  EXPECT_EQ(static_cast<pid_t>(result), child);
+  thread.Release();
+  usleep(50 * 1000);  // the handler runs, the read goes on (SA_RESTART)
+  unsigned char byte = 33;
+  ASSERT_EQ(write(to_child, &byte, 1), 1);
+  EXPECT_EQ(ExitCode(child), 33);
   close(to_child);
 }
 
@@ -128,7 +177,7 @@ TEST(TracedThread, AnEndedProcessIsNoCallTarget) {
   pid_t child = fork();
   if (child == 0) _exit(0);
   EXPECT_EQ(ExitCode(child), 0);
-  EXPECT_FALSE(thread.Seize(child, child, 100, NowhereUnsafe, &error));
+  EXPECT_FALSE(thread.Seize(child, child, 100, kNoLoader, &error));
   uint64_t result = 0;
   EXPECT_FALSE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error));
 }
