@@ -220,7 +220,7 @@ class HeldSignals {
   HeldSignals() {
     sigset_t held;
     sigemptyset(&held);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&held, s);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP}) sigaddset(&held, s);
     sigprocmask(SIG_BLOCK, &held, &before_);
   }
   ~HeldSignals() { sigprocmask(SIG_SETMASK, &before_, nullptr); }
@@ -339,7 +339,12 @@ bool StartRecording(pid_t pid, const std::string& agent, const std::string& capt
   return true;
 }
 
-bool StopRecording(pid_t pid, std::string* error) {
+namespace {
+
+// Borrows the main thread of process `pid`, whose agent is loaded already, and runs
+// `use(borrowed, handle)` with the agent's dlopen handle there.
+template <typename Use>
+bool WithLoadedAgent(pid_t pid, std::string* error, Use use) {
   *error = Refusal(pid);
   if (!error->empty()) return false;
   std::vector<LoadedObject> objects;
@@ -355,27 +360,58 @@ bool StopRecording(pid_t pid, std::string* error) {
   HeldSignals held;
   BorrowedThread borrowed;
   if (!borrowed.Borrow(pid, libc, error)) return false;
-  TracedThread& thread = borrowed.thread();
   // The loaded agent's handle, by the name it was loaded under (even if that file is gone).
-  uint64_t path = borrowed.String(0, agent->path, error), handle = 0, stop = 0, result = 0;
-  if (!path ||
-      !thread.Call(libc.dlopen, {path, RTLD_NOW | RTLD_NOLOAD}, &handle, error)) {
+  uint64_t path = borrowed.String(0, agent->path, error), handle = 0;
+  if (!path || !borrowed.thread().Call(libc.dlopen, {path, RTLD_NOW | RTLD_NOLOAD}, &handle,
+                                       error)) {
     return false;
   }
   if (handle == 0) {
     *error = "cannot reach the agent loaded in " + Process(pid) + ": " + DlError(&borrowed, libc);
     return false;
   }
-  uint64_t reason_at = borrowed.String(3, "", error);
-  if (!reason_at || !AgentFunction(&borrowed, libc, handle, "memlens_stop_with", &stop, error) ||
-      !thread.Call(stop, {reason_at, kStringBytes}, &result, error)) {
-    return false;
-  }
-  if (static_cast<int32_t>(result) != 0) {
-    *error = Process(pid) + ": " + thread.ReadString(reason_at, 4096);
-    return false;
-  }
-  return true;
+  return use(&borrowed, libc, handle);
+}
+
+}  // namespace
+
+bool StopRecording(pid_t pid, std::string* error) {
+  return WithLoadedAgent(pid, error, [&](BorrowedThread* borrowed, const LibcFunctions& libc,
+                                         uint64_t handle) {
+    uint64_t stop = 0, result = 0;
+    uint64_t reason_at = borrowed->String(3, "", error);
+    if (!reason_at || !AgentFunction(borrowed, libc, handle, "memlens_stop_with", &stop, error) ||
+        !borrowed->thread().Call(stop, {reason_at, kStringBytes}, &result, error)) {
+      return false;
+    }
+    if (static_cast<int32_t>(result) != 0) {
+      *error = Process(pid) + ": " + borrowed->thread().ReadString(reason_at, 4096);
+      return false;
+    }
+    return true;
+  });
+}
+
+bool AddMoment(pid_t pid, Moment moment, const std::string& name, std::string* error) {
+  return WithLoadedAgent(pid, error, [&](BorrowedThread* borrowed, const LibcFunctions& libc,
+                                         uint64_t handle) {
+    const bool snapshot = moment == Moment::kSnapshot;
+    uint64_t function = 0, recording = 0, ignored = 0;
+    uint64_t name_at = borrowed->String(1, name, error);
+    if (!name_at ||
+        !AgentFunction(borrowed, libc, handle, "memlens_is_recording", &function, error) ||
+        !borrowed->thread().Call(function, {}, &recording, error)) {
+      return false;
+    }
+    if (static_cast<int32_t>(recording) == 0) {
+      *error = Process(pid) + " is not recording";
+      return false;
+    }
+    return AgentFunction(borrowed, libc, handle,
+                         snapshot ? "memlens_take_snapshot" : "memlens_add_marker", &function,
+                         error) &&
+           borrowed->thread().Call(function, {name_at, 0}, &ignored, error);
+  });
 }
 
 }  // namespace memlens::attach

@@ -1,7 +1,8 @@
 // src/attach/agent_loader.h
 //
 // Puts the agent into a running process and takes recording out of it again: `memlens attach`
-// and `memlens detach`. Starting is the agent's own span machinery (memlens_start_with, as a
+// and `memlens detach`; has a recording process mark a moment (the live view's markers and
+// snapshots). Starting is the agent's own span machinery (memlens_start_with, as a
 // program that records parts of itself calls it: docs/api.md, "Spans"), called by the
 // process's main thread, borrowed with ptrace (traced_thread.h) after the process's own
 // dlopen loaded libmemlens.so; stopping is memlens_stop_with, called the same way.
@@ -30,5 +31,12 @@ bool StartRecording(pid_t pid, const std::string& agent, const std::string& capt
 // Ends the recording that StartRecording (or the program itself) started in process `pid`:
 // its capture is complete when this returns true. The agent stays loaded, idle.
 bool StopRecording(pid_t pid, std::string* error);
+
+// Has process `pid`, recording (attached, under memlens run, or a span), drop a marker or ask
+// for a snapshot named `name` now, through the agent's API (memlens_add_marker,
+// memlens_take_snapshot): it lands in the capture as if the program had called it, usable as
+// CAPTURE@marker:NAME or CAPTURE@snapshot:NAME (the live view's keys m and n).
+enum class Moment { kMarker, kSnapshot };
+bool AddMoment(pid_t pid, Moment moment, const std::string& name, std::string* error);
 
 }  // namespace memlens::attach

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -47,6 +48,7 @@
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 #include "cli/hosted_writer.h"
+#include "cli/live_terminal.h"
 #include "cli/pusher.h"
 
 namespace memlens::cli {
@@ -59,6 +61,7 @@ struct RunOptions {
   bool sample = false;
   bool no_index = false;
   bool follow_children = false;  // -o names a directory of captures, one a process
+  bool live = false;             // the live view on this terminal while the program runs
   std::string sample_rate;  // as given; empty: not given
   // --push URL (docs/push.md): every --push-every, a pprof to a Pyroscope server.
   std::string push_url, push_every = "60s", service;
@@ -456,6 +459,13 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
       return Complain("--push reads the capture as it is written: give -o a path without %");
     }
   }
+  if (options.live && options.follow_children) {
+    return Complain("--live watches one capture, --follow-children writes one a process: watch "
+                    "one of them with memlens live CAPTURE");
+  }
+  if (options.live) {
+    if (std::string why = LiveTerminalRefusal(); !why.empty()) return Complain(why);
+  }
   std::string output = options.output.empty() ? "" : AbsolutePath(options.output);
   const bool follow = options.follow_children;
   bool made_directory = false;  // by this run: removed again if no process was recorded
@@ -568,10 +578,22 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     SetPidLabel(&push, child);
     pusher = std::make_unique<Pusher>(push, capture, push_every);
   }
+  std::atomic<bool> program_ended{false};
+  std::thread live;
+  if (options.live) {
+    LiveSettings settings;
+    settings.capture = capture;
+    settings.program_ended = &program_ended;
+    settings.own_signals = false;
+    settings.idle_priority = true;
+    live = std::thread([settings] { RunLiveTerminal(settings); });
+  }
   close(gate[1]);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
   if (hosted) hosted->Finish(status);  // the capture is whole before the indexer's last read
+  program_ended.store(true);
+  if (live.joinable()) live.join();  // the view shows the last frame until q
   if (indexer) indexer->Finish();
   if (pusher) pusher->Finish();
   struct stat st;  // a FIFO or a device has no size to check; a link is never written through
@@ -648,6 +670,11 @@ CommandRunner AddRunCommand(CLI::App* cmd, const std::vector<std::string>* progr
                 "inherited. `memlens summary DIR` lists the processes; every other view\n"
                 "takes DIR, the processes merged by site, or one of the captures\n"
                 "(docs/agent.md, \"Processes\")");
+  cmd->add_flag("--live", options->live,
+                "while the program runs, show its heap, resident memory and top sites on this\n"
+                "terminal (memlens live's view; q closes it, the program runs on). The program\n"
+                "must not use the terminal: redirect its input and output. Elsewhere, watch\n"
+                "the capture with memlens live CAPTURE");
   cmd->add_flag("--no-index", options->no_index,
                 "do not index the capture while the program runs. By default, once the\n"
                 "capture holds 2 MiB, a low-priority thread replays it as it is written and\n"

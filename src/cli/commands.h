@@ -34,5 +34,7 @@ CommandRunner AddExportCommand(CLI::App* cmd);
 CommandRunner AddPushCommand(CLI::App* cmd);
 CommandRunner AddAttachCommand(CLI::App* cmd);
 CommandRunner AddDetachCommand(CLI::App* cmd);
+CommandRunner AddLiveCommand(CLI::App* cmd);
+CommandRunner AddMarkCommand(CLI::App* cmd);
 
 }  // namespace memlens::cli

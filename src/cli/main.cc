@@ -62,10 +62,16 @@ constexpr CommandEntry kCommands[] = {
     {"push", "Send a capture to a Grafana Pyroscope server as a pprof profile",
      "memlens push http://pyroscope:4040 CAPTURE", "what `memlens run --push` sends live",
      AddPushCommand},
+    {"live", "Watch a capture being written: heap, resident memory, top sites, in the terminal",
+     "memlens live memlens-server-123.mlens", "watch a running program's capture",
+     AddLiveCommand},
     {"attach", "Record a running process from now on (until detach or --duration)",
      "memlens attach 4242 --duration 30", "record a running process for 30 s", AddAttachCommand},
     {"detach", "Stop recording a process memlens attach is recording; it runs on",
      "memlens detach 4242", "", AddDetachCommand},
+    {"mark", "Have a process being recorded drop a marker (or ask for a snapshot) now",
+     "memlens mark 4242 before-load --snapshot", "CAPTURE@snapshot:before-load afterwards",
+     AddMarkCommand},
 };
 
 // "run, summary, ...": the commands' names, for a message.

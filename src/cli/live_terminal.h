@@ -1,0 +1,44 @@
+// src/cli/live_terminal.h
+//
+// The live view in a terminal (`memlens live CAPTURE`, `memlens run --live`): every interval it
+// loads the capture at its end as the agent has written it so far (the agent writes a chunk at
+// least every 100 ms), builds the live view (analyzer/views/live.h) and draws it on the
+// terminal's alternate screen; keys sort, filter, pause and quit. It only ever reads the
+// capture: quitting leaves the program running and the capture as it is, and the program never
+// waits on the view (a slow view shows an older moment, nothing more).
+//
+// Runs on: the calling thread (memlens live's main thread, or a thread of memlens run).
+#pragma once
+
+#include <atomic>
+#include <string>
+
+namespace memlens::cli {
+
+struct LiveSettings {
+  std::string capture;
+  double interval_seconds = 1.0;
+  // Set by memlens run when its program has ended and the capture is complete (the view then
+  // says so and stops loading); null for memlens live, which reads the END record.
+  const std::atomic<bool>* program_ended = nullptr;
+  // memlens live: Ctrl-C, SIGTERM and SIGHUP close the view. memlens run --live keeps its own
+  // handlers (it forwards signals to the program); there only q closes the view.
+  bool own_signals = true;
+  // memlens run --live: the view loads at idle priority (SCHED_IDLE), with the CPU time the
+  // program leaves.
+  bool idle_priority = false;
+};
+
+// Why `memlens run --live` cannot draw on this terminal ("" when it can): there is none, or
+// the program would read or write it too (its standard input, output or error is a terminal).
+std::string LiveTerminalRefusal();
+
+// Runs the view on the controlling terminal until the user quits (q, Ctrl-C). Returns 0, or
+// prints one line and returns kExitBadInput when there is no terminal.
+int RunLiveTerminal(const LiveSettings& settings);
+
+// One frame of the view as plain text, `width` columns (`memlens live --once`): 0, or one line
+// on stderr and kExitBadInput when the capture cannot be read.
+int PrintLiveFrame(const std::string& capture, int width);
+
+}  // namespace memlens::cli
