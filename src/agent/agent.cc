@@ -8,9 +8,10 @@
 //                    docs/sampling.md); unset or 0: record every allocation
 //   MEMLENS_SAMPLE_SEED  the sampler's seed (a number), for reproducible samples; unset or 0:
 //                    random
-//   MEMLENS_TRACKED  the pid of the recorded process, set by the agent: a descendant that
-//                    inherits it (a child that exec'd) does not record; the recorded process's
-//                    own new image after an exec does, appending to the same capture
+//   MEMLENS_TRACKED  the recorded process, "PID:START" (tracked_process.h), set by the agent:
+//                    a descendant that inherits it (a child that exec'd, or one given the pid
+//                    again after the recorded process exited) does not record; the recorded
+//                    process's own new image after an exec does, appending to the same capture
 //   MEMLENS_FOLLOW_CHILDREN  a directory (memlens run --follow-children): a descendant that
 //                    inherits MEMLENS_TRACKED records too, into a capture of its own there, and
 //                    so does a child forked while its parent records (from the fork on)
@@ -46,6 +47,7 @@
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/recorder/sampler.h"
+#include "agent/tracked_process.h"
 #include "agent/writer/hosted.h"
 #include "agent/writer/writer.h"
 #include "base/private_file.h"
@@ -71,7 +73,8 @@ uint64_t g_image_start_ns = 0;
 // capture's path. Null otherwise.
 std::string* g_forked_capture = nullptr;
 bool g_exec_dropped_fork = false;  // a forked child's exec dropped its recording: if it fails...
-uint64_t g_recorded_ancestor = 0;  // a followed descendant's: MEMLENS_TRACKED as it inherited it
+// A followed descendant's: the pid of the process MEMLENS_TRACKED named as it inherited it.
+uint64_t g_recorded_ancestor = 0;
 std::atomic<bool> g_stopping{false};
 pid_t g_pid = 0;
 bool g_preloaded = false;  // named in LD_PRELOAD: decided once, by InitializeOnce
@@ -97,6 +100,12 @@ bool ParseSetting(const char* text, uint64_t* out) {
     *out = *out * 10 + static_cast<uint64_t>(*c - '0');
   }
   return *out <= (uint64_t{1} << 62);
+}
+
+// Marks the environment: this process records, and its exec'd images append (tracked_process.h).
+void MarkEnvironmentTracked() {
+  char mark[kTrackedTextSize];
+  setenv(kTrackedVariable, FormatTracked(ThisProcess(), mark), 1);
 }
 
 void Say(const std::string& line) {
@@ -374,7 +383,7 @@ void Start() {
   g_pid = static_cast<pid_t>(process.pid);
   g_image_start_ns = process.start_monotonic_ns;
   if (g_exchange) {  // memlens run writes the capture (hosted.h)
-    setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
+    MarkEnvironmentTracked();
     pthread_atfork(OnForkPrepare, nullptr, OnForkChild);
     g_on_new_string.store(PublishString, std::memory_order_release);
     BeginHostedImage(process, g_sample_rate, g_sample_exact_from);
@@ -396,7 +405,7 @@ void Start() {
     g_state.store(kStopped);
     return;
   }
-  setenv("MEMLENS_TRACKED", std::to_string(process.pid).c_str(), 1);
+  MarkEnvironmentTracked();
   // The image an exec brings appends to this file, whatever %e would say for it.
   setenv("MEMLENS_OUTPUT", path.c_str(), 1);
   pthread_atfork(OnForkPrepare, nullptr, OnForkChild);
@@ -439,16 +448,21 @@ void InitializeOnce() {
     g_state.store(kDormant);
     return;
   }
-  const char* tracked = getenv("MEMLENS_TRACKED");
+  const char* tracked = getenv(kTrackedVariable);
   if (tracked && *tracked) {
-    if (strtol(tracked, nullptr, 10) != static_cast<long>(getpid())) {
+    // Text that is no mark names no process: this is not the recorded one.
+    TrackedProcess named;
+    ParseTracked(tracked, &named);
+    // A process with the recorded one's pid but not its start time is a descendant that was
+    // given the pid again after the recorded process exited: it must not append to its capture.
+    if (!IsThisProcess(named)) {
       DropExchange();  // the exchange is the recorded process's alone
       if (!FollowingChildren()) {
         g_state.store(kPassive);  // a descendant of the recorded process
         return;
       }
       g_descendant = true;  // recorded into a capture of its own
-      g_recorded_ancestor = strtoull(tracked, nullptr, 10);
+      g_recorded_ancestor = named.pid;
     } else {
       g_after_exec = true;
     }
@@ -509,14 +523,16 @@ bool ExecKeepsExchange(char* const envp[]) {
 namespace {
 
 // A forked child's exec after its writer started (StartForkedChildWriter): the program it runs
-// appends to this capture, as MEMLENS_TRACKED (this pid) and MEMLENS_OUTPUT (the capture) tell
-// it. The fork handler set neither (setenv is not safe there), and a program may exec with an
-// environment of its own (a shell's table of variables): the exec gets a copy of its
-// environment with them set. Only where it has MEMLENS_TRACKED: an environment without it
+// appends to this capture, as MEMLENS_TRACKED (this process, not its parent) and MEMLENS_OUTPUT
+// (the capture) tell it. The fork handler set neither (setenv is not safe there), and a program
+// may exec with an environment of its own (a shell's table of variables): the exec gets a copy
+// of its environment with them set. Only where it has MEMLENS_TRACKED: an environment without it
 // names no recorded process, and its program is no part of the run.
 char* const* EnvironmentNamingThisCapture(char* const envp[]) {
   HookGuard guard;
-  const std::string tracked = "MEMLENS_TRACKED=" + std::to_string(g_pid);
+  char mark[kTrackedTextSize];
+  const std::string tracked =
+      std::string(kTrackedVariable) + "=" + FormatTracked(ThisProcess(), mark);
   const std::string output = "MEMLENS_OUTPUT=" + *g_forked_capture;
   auto names = [](const char* entry, const std::string& ours) {
     return strncmp(entry, ours.c_str(), ours.find('=') + 1) == 0;

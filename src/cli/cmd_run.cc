@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/tracked_process.h"
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/pyroscope.h"
 #include "analyzer/model/process_set.h"
@@ -534,7 +535,8 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     } else {
       unsetenv("MEMLENS_SAMPLE_RATE");  // full tracing, whatever our own environment says
     }
-    unsetenv("MEMLENS_TRACKED");  // we may run inside a recorded process ourselves
+    // We may run inside a recorded process ourselves: the program is no descendant of it.
+    unsetenv(agent::kTrackedVariable);
     if (follow) {
       setenv("MEMLENS_FOLLOW_CHILDREN", run_directory_of(getpid()).c_str(), 1);
     } else {
