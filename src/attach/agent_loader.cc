@@ -187,7 +187,9 @@ bool FindLibcFunctions(pid_t pid, const std::vector<LoadedObject>& objects, Libc
              "by the program's own dynamic loader, which a static program does not have";
     return false;
   }
-  f->loader = TracedThread::Loader{loader->begin, loader->end};
+  f->loader = TracedThread::Loader{loader->begin, loader->end, 0};
+  std::string no_r_debug;  // without it, r_state is not checked (an unusual loader)
+  FindSymbol(pid, *loader, "_r_debug", &f->loader.r_debug, &no_r_debug);
   const LoadedObject* libc = FindObject(objects, IsLibc);
   if (!libc) {
     *error = Process(pid) + " does not use the GNU C library (no libc.so.6 is loaded)";

@@ -71,20 +71,34 @@ bool IgnoresSegv(pid_t pid) {
 }  // namespace
 
 bool TracedThread::Ended(int status, std::string* error) {
-  if (!WIFEXITED(status) && !WIFSIGNALED(status)) return false;
+  const bool exiting = (status >> 8) == (SIGTRAP | (PTRACE_EVENT_EXIT << 8));
+  if (!WIFEXITED(status) && !WIFSIGNALED(status) && !exiting) return false;
   *error = WIFSIGNALED(status) ? "process " + std::to_string(pid_) + " was killed by signal " +
                                      std::to_string(WTERMSIG(status)) + " (" +
                                      strsignal(WTERMSIG(status)) + ")"
-                               : "process " + std::to_string(pid_) + " exited";
+                               : "process " + std::to_string(pid_) + "'s main thread exited";
+  if (exiting) ptrace(PTRACE_DETACH, tid_, nullptr, nullptr);  // it goes on exiting
   seized_ = false;
+  if (mem_fd_ >= 0) close(mem_fd_);
+  mem_fd_ = -1;
   return true;
+}
+
+bool TracedThread::SafeHere(const Loader& loader) {
+  if (static_cast<int64_t>(saved_.orig_rax) < 0 || !SafeSyscall(saved_.orig_rax) ||
+      loader.Contains(saved_.rip)) {
+    return false;
+  }
+  int32_t r_state = 0;  // struct r_debug: r_version, r_map, r_brk, then r_state (RT_CONSISTENT 0)
+  return loader.r_debug == 0 || (Read(loader.r_debug + 24, &r_state, sizeof r_state) && r_state == 0);
 }
 
 bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const Loader& loader,
                          std::string* error) {
   pid_ = pid;
   tid_ = tid;
-  if (ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD)) != 0) {
+  if (ptrace(PTRACE_SEIZE, tid, nullptr,
+             reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXIT)) != 0) {
     *error = std::strerror(errno);
     return false;
   }
@@ -106,7 +120,7 @@ bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const Loader& loader
     int status = 0;
     if (WaitForStop(&status, -1) != 1) {
       *error = "lost the thread while stopping it";
-      seized_ = false;
+      Detach(0);  // gone: nothing to put back
       return false;
     }
     if (Ended(status, error)) return false;
@@ -127,9 +141,7 @@ bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const Loader& loader
     return false;
   }
   // orig_rax >= 0: stopped in a system call (blocked and interrupted, or just finished).
-  bool safe = static_cast<int64_t>(saved_.orig_rax) >= 0 && SafeSyscall(saved_.orig_rax) &&
-              !loader.Contains(saved_.rip);
-  if (!safe && !StopAtSafePoint(wait_ms, loader, error)) return false;
+  if (!SafeHere(loader) && !StopAtSafePoint(wait_ms, loader, error)) return false;
   return Borrow(error);
 }
 
@@ -143,14 +155,13 @@ bool TracedThread::StopAtSafePoint(int wait_ms, const Loader& loader, std::strin
     signal = 0;
     int status = 0;
     int waited = WaitForStop(&status, static_cast<int>(std::max<int64_t>(0, deadline - NowMs())));
-    if (waited != 1) return GiveUp(error);
+    if (waited != 1) return GiveUp(loader, error);
     if (Ended(status, error)) return false;
     if (WSTOPSIG(status) == kSyscallStop) {
       __ptrace_syscall_info info{};
       if (ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
           info.op == PTRACE_SYSCALL_INFO_EXIT &&
-          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 &&
-          SafeSyscall(saved_.orig_rax) && !loader.Contains(saved_.rip)) {
+          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeHere(loader)) {
         return true;
       }
     } else if (IsEventStop(status)) {
@@ -168,12 +179,12 @@ bool TracedThread::StopAtSafePoint(int wait_ms, const Loader& loader, std::strin
 
 // No safe point in time: stop the thread where it is (a blocked call returns at once, and may
 // be a safe one after all) and let it go.
-bool TracedThread::GiveUp(std::string* error) {
+bool TracedThread::GiveUp(const Loader& loader, std::string* error) {
   ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr);
   for (;;) {
     int status = 0;
     if (WaitForStop(&status, -1) != 1) {
-      seized_ = false;
+      Detach(0);  // gone: nothing to put back
       break;
     }
     if (Ended(status, error)) return false;
@@ -181,7 +192,7 @@ bool TracedThread::GiveUp(std::string* error) {
       __ptrace_syscall_info info{};
       if (ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
           info.op == PTRACE_SYSCALL_INFO_EXIT &&
-          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeSyscall(saved_.orig_rax)) {
+          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeHere(loader)) {
         return true;  // interrupted in a safe call
       }
       ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr);
@@ -259,7 +270,10 @@ bool TracedThread::Call(uint64_t function, std::initializer_list<uint64_t> args,
     return false;
   }
   changed_ = true;
-  ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
+  if (ptrace(PTRACE_CONT, tid_, nullptr, nullptr) != 0) {
+    *error = "cannot resume the thread: " + std::string(std::strerror(errno));
+    return false;
+  }
   int64_t started = NowMs();
   bool noticed = false;
   for (;;) {
@@ -277,7 +291,7 @@ bool TracedThread::Call(uint64_t function, std::initializer_list<uint64_t> args,
     }
     if (waited < 0) {
       *error = "lost the thread during the call";
-      seized_ = false;
+      Detach(0);  // gone: nothing to put back
       return false;
     }
     if (Ended(status, error)) {
@@ -286,6 +300,11 @@ bool TracedThread::Call(uint64_t function, std::initializer_list<uint64_t> args,
     }
     if (IsEventStop(status) || WSTOPSIG(status) == kSyscallStop) {
       ptrace(PTRACE_CONT, tid_, nullptr, nullptr);  // a stop of the whole process: brief
+      continue;
+    }
+    if (WSTOPSIG(status) == SIGSTOP) {  // not blockable: held until the thread is let go
+      stop_pending_ = true;
+      ptrace(PTRACE_CONT, tid_, nullptr, nullptr);
       continue;
     }
     user_regs_struct after;
@@ -325,21 +344,29 @@ void TracedThread::KeepErrno(uint64_t errno_address) {
 
 void TracedThread::Release() {
   if (!seized_) return;
+  bool restored = true;
   if (changed_) {
     std::string ignored;
     if (errno_address_) Write(errno_address_, &saved_errno_, sizeof saved_errno_, &ignored);
     // The registers as they were: a call that was interrupted (rax -ERESTART...) is restarted,
     // or returns EINTR, by the kernel's own rules on the way out.
-    ptrace(PTRACE_SETREGS, tid_, nullptr, &saved_);
+    restored = ptrace(PTRACE_SETREGS, tid_, nullptr, &saved_) == 0;
   }
   if (borrowed_) {
     iovec xstate{xstate_.data(), xstate_.size()};
-    ptrace(PTRACE_SETREGSET, tid_, reinterpret_cast<void*>(NT_X86_XSTATE), &xstate);
+    restored &= ptrace(PTRACE_SETREGSET, tid_, reinterpret_cast<void*>(NT_X86_XSTATE), &xstate) == 0;
     // Signals that came meanwhile are pending: delivered now, with the restart rules.
-    ptrace(PTRACE_SETSIGMASK, tid_, reinterpret_cast<void*>(sizeof saved_mask_), &saved_mask_);
+    restored &= ptrace(PTRACE_SETSIGMASK, tid_, reinterpret_cast<void*>(sizeof saved_mask_),
+                       &saved_mask_) == 0;
     borrowed_ = false;
   }
-  Detach(0);
+  if (!restored) {
+    std::string notice = "memlens: could not put back all of process " + std::to_string(pid_) +
+                         "'s main thread's state: " + std::strerror(errno) + "\n";
+    ssize_t ignored = write(2, notice.data(), notice.size());
+    (void)ignored;
+  }
+  Detach(stop_pending_ ? SIGSTOP : 0);
 }
 
 void TracedThread::Detach(int signal) {

@@ -7,8 +7,8 @@
 //
 // Where the thread is stopped (docs/attach.md, "How the agent gets in"): only at a system call
 // of a short list that holds no lock of the C library's (kSafeSyscalls in the .cc: reads,
-// writes, waits, sleeps, polls, futex), made outside the dynamic loader (whose own calls mean a
-// dlopen is under way):
+// writes, waits, sleeps, polls, futex), made outside the dynamic loader and while no dlopen or
+// dlclose is under way (the loader's r_state; a library's constructor may wait on a read):
 // - blocked in one (a server in accept, a Python program in sleep or read): interrupted there;
 //   on release the kernel restarts it, or returns EINTR, as after a signal;
 // - otherwise the thread runs on to the return of its next such call. No stop in user code:
@@ -41,9 +41,11 @@ class TracedThread {
   TracedThread& operator=(const TracedThread&) = delete;
   ~TracedThread() { Release(); }
 
-  // Where the dynamic loader is mapped in the process: [begin, end).
+  // Where the dynamic loader is mapped in the process, [begin, end), and its _r_debug (0:
+  // unknown), whose r_state says whether a dlopen or dlclose is under way.
   struct Loader {
     uint64_t begin = 0, end = 0;
+    uint64_t r_debug = 0;
     bool Contains(uint64_t pc) const { return pc >= begin && pc < end; }
   };
 
@@ -71,7 +73,9 @@ class TracedThread {
 
  private:
   bool StopAtSafePoint(int wait_ms, const Loader& loader, std::string* error);
-  bool GiveUp(std::string* error);
+  // Whether the thread, stopped with saved_ in a system call, may be borrowed there.
+  bool SafeHere(const Loader& loader);
+  bool GiveUp(const Loader& loader, std::string* error);
   bool Borrow(std::string* error);
   // Waits for the thread's next stop or end, at most wait_ms (-1: no limit). 1: *status
   // holds it; 0: the time ran out; -1: waitpid failed.
@@ -85,6 +89,7 @@ class TracedThread {
   int mem_fd_ = -1;
   bool seized_ = false;
   bool borrowed_ = false;            // mask, vector registers saved: Release puts them back
+  bool stop_pending_ = false;        // a SIGSTOP came during a call: delivered on release
   bool changed_ = false;             // registers set since the stop
   user_regs_struct saved_{};         // the registers as the thread was stopped
   std::vector<uint8_t> xstate_;      // its vector and x87 state (NT_X86_XSTATE)

@@ -83,27 +83,26 @@ int Report(const ReportOptions& o) {
   if (!ParseCaptureArgument(o.capture, &path, &snapshot, &error)) return Complain(error);
   ReplayOptions replay;
   replay.heap = o.heap;
-  Profile p;
-  std::vector<ReportProcess> processes;
+  StackOptions stacks;
+  stacks.interpreter_frames = o.interpreter_frames;
+  ReportLimits limits;
+  limits.tree_nodes = o.max_nodes;
+  CaptureReport report;
+  Profile& p = report.profile;
   if (!CapturesIn(path).empty()) {  // a run's directory
+    std::vector<ReportProcess> processes;
     if (!LoadRunForReport(path, snapshot, o.checkpoints, replay, &p, &processes)) {
       return kExitBadInput;
     }
-  } else {
-    double duration = 0;
-    Capture capture(path);  // opened once: the duration from its index when it has one
-    if (!capture.DurationSeconds(&duration, &error)) return Complain(error);
-    replay.checkpoint_seconds = ReportCheckpointTimes(duration, o.checkpoints);
-    replay.address_map = true;
-    if (!LoadProfile(&capture, snapshot, replay, &p, &error)) return Complain(error);
+    report.resolver = std::make_unique<StackResolver>(p, stacks);
+    SetRuntimeApart(report.resolver.get(), &p);
+    report.data = BuildReportData(p, report.resolver.get(), limits, processes);
+  } else if (!LoadCaptureReport(path, snapshot, replay, o.checkpoints, stacks, limits, &report,
+                                &error)) {
+    return Complain(error);
   }
-  StackOptions stacks;
-  stacks.interpreter_frames = o.interpreter_frames;
-  StackResolver resolver(p, stacks);
-  SetRuntimeApart(&resolver, &p);
-  ReportLimits limits;
-  limits.tree_nodes = o.max_nodes;
-  std::string data = BuildReportData(p, &resolver, limits, processes);
+  StackResolver& resolver = *report.resolver;
+  const std::string& data = report.data;
   std::string title = "memlens: " + (p.process.argv.empty() ? p.process.executable : p.process.argv[0]);
   std::string html = BuildReportHtml(data, title, MakeReportNonce());
   std::string output = o.output.empty() ? DefaultOutput(path) : o.output;

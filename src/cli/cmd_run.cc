@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -309,7 +310,9 @@ void WarnAboutPyenvPip(const std::vector<std::string>& command, const std::strin
             << "record pip: " << analyzer::ShellQuote(instead) << "\n";
 }
 
+volatile sig_atomic_t g_forwarded = 0;  // a signal was passed on: --live's view closes at the end
 void ForwardSignal(int signo) {
+  g_forwarded = 1;
   if (g_child > 0) kill(g_child, signo);
 }
 
@@ -525,6 +528,10 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     close(gate[0]);
     signal(SIGINT, SIG_DFL);
     signal(SIGQUIT, SIG_DFL);
+    // --live: the view's markers and snapshots come from `memlens mark`, run by this memlens:
+    // Yama's ptrace_scope 1 lets it trace the program only if the program names us (and so
+    // our descendants). Nothing the program sees; no effect without Yama.
+    if (options.live) prctl(PR_SET_PTRACER, static_cast<unsigned long>(getppid()), 0, 0, 0);
     setenv("MEMLENS_OUTPUT", capture_of(getpid()).c_str(), 1);
     if (options.python_frames > 0) {
       setenv("MEMLENS_PYTHON_FRAMES", std::to_string(options.python_frames).c_str(), 1);
@@ -587,8 +594,14 @@ int Run(const RunOptions& options, std::vector<std::string> command) {
     settings.capture = capture;
     settings.program_ended = &program_ended;
     settings.own_signals = false;
-    settings.idle_priority = true;
-    live = std::thread([settings] { RunLiveTerminal(settings); });
+    settings.close_after_end = &g_forwarded;
+    live = std::thread([settings] {
+      try {
+        RunLiveTerminal(settings);
+      } catch (const std::exception& e) {  // the terminal is put back as the view unwinds
+        std::cerr << "memlens: the live view stopped: " << e.what() << "\n";
+      }
+    });
   }
   close(gate[1]);
   int status = 0;

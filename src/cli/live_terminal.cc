@@ -210,13 +210,17 @@ class Terminal {
   }
 
  private:
-  // At most `columns` characters (UTF-8 sequences count once).
+  // At most `columns` characters (UTF-8 sequences count once); control characters (from a
+  // program's names) shown as '?', never sent to the terminal as they are.
   static std::string Clip(const std::string& line, size_t columns) {
-    size_t seen = 0, i = 0;
-    for (; i < line.size(); ++i) {
-      if ((static_cast<unsigned char>(line[i]) & 0xc0) != 0x80 && seen++ == columns) break;
+    std::string out;
+    size_t seen = 0;
+    for (char c : line) {
+      const auto byte = static_cast<unsigned char>(c);
+      if ((byte & 0xc0) != 0x80 && seen++ == columns) break;
+      out += byte < 0x20 || byte == 0x7f ? '?' : c;
     }
-    return line.substr(0, i);
+    return out;
   }
   int fd_ = -1;
   termios before_{};
@@ -236,7 +240,10 @@ bool OnKey(int key, ViewState* state) {
       state->editing = Editing::kNone;
     } else if (key == 27) {
       state->editing = Editing::kNone;
-    } else if (key == 127 || key == 8) {
+    } else if (key == 127 || key == 8) {  // a whole UTF-8 character
+      while (!state->draft.empty() && (static_cast<unsigned char>(state->draft.back()) & 0xc0) == 0x80) {
+        state->draft.pop_back();
+      }
       if (!state->draft.empty()) state->draft.pop_back();
     } else if (key >= 32) {
       state->draft += static_cast<char>(key);
@@ -269,38 +276,6 @@ bool OnKey(int key, ViewState* state) {
   return true;
 }
 
-// Has process `pid` mark the moment, through `memlens mark` (this executable, a process of its
-// own: the tracer must not be memlens run, which waits for its program): what it said.
-std::string AskForMoment(uint64_t pid, const std::string& name, bool snapshot) {
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return std::string("cannot ask: ") + std::strerror(errno);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
-  std::string pid_text = std::to_string(pid);
-  std::vector<const char*> argv = {"memlens", "mark", pid_text.c_str(), name.c_str()};
-  if (snapshot) argv.push_back("--snapshot");
-  argv.push_back(nullptr);
-  pid_t child = 0;
-  int spawned = posix_spawn(&child, "/proc/self/exe", &actions, nullptr,
-                            const_cast<char* const*>(argv.data()), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  std::string said;
-  char buffer[512];
-  for (ssize_t n; spawned == 0 && (n = read(out[0], buffer, sizeof buffer)) != 0;) {
-    if (n > 0) said.append(buffer, static_cast<size_t>(n));
-    else if (errno != EINTR) break;
-  }
-  close(out[0]);
-  if (spawned != 0) return std::string("cannot run memlens mark: ") + std::strerror(spawned);
-  while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {}
-  said = said.substr(0, said.find('\n'));
-  return said.rfind("memlens: ", 0) == 0 ? said.substr(9) : said;
-}
-
 }  // namespace
 
 int RunLiveTerminal(const LiveSettings& settings) {
@@ -312,10 +287,7 @@ int RunLiveTerminal(const LiveSettings& settings) {
     quit.sa_handler = OnQuitSignal;  // no SA_RESTART: poll returns at once
     for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &quit, nullptr);
   }
-  if (settings.idle_priority) {
-    sched_param idle{};
-    if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) setpriority(PRIO_PROCESS, 0, 19);
-  }
+  RunAtIdlePriority();
   ViewState state;
   LiveFrame frame;
   bool loaded = false, final_frame = false;
@@ -355,12 +327,18 @@ int RunLiveTerminal(const LiveSettings& settings) {
     terminal.Draw(Render(frame, state, loaded, settings.capture));
     int key = terminal.Key(0.1);
     if (key == Terminal::kHangUp || (key >= 0 && !OnKey(key, &state))) break;
+    if (final_frame && settings.close_after_end && *settings.close_after_end) break;
     if (key >= 0) {  // a new sort or filter shows at once, even on the last frame
       next_load = 0;
       final_frame = false;
     }
   }
   return 0;
+}
+
+void RunAtIdlePriority() {
+  sched_param idle{};
+  if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) setpriority(PRIO_PROCESS, 0, 19);
 }
 
 std::string LiveTerminalRefusal() {
@@ -377,6 +355,56 @@ std::string LiveTerminalRefusal() {
     }
   }
   return "";
+}
+
+std::string AskForMoment(uint64_t pid, const std::string& name, bool snapshot) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return std::string("cannot ask: ") + std::strerror(errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+  std::string pid_text = std::to_string(pid);
+  std::vector<const char*> argv = {"memlens", "mark", pid_text.c_str(), name.c_str()};
+  if (snapshot) argv.push_back("--snapshot");
+  argv.push_back(nullptr);
+  // Ordinary scheduling (not the view's SCHED_IDLE: the program's main thread waits for it)
+  // and default signals.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sched_param normal{};
+  posix_spawnattr_setschedpolicy(&attributes, SCHED_OTHER);
+  posix_spawnattr_setschedparam(&attributes, &normal);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSCHEDULER | POSIX_SPAWN_SETSIGMASK |
+                                            POSIX_SPAWN_SETSIGDEF);
+  pid_t child = 0;
+  int spawned = posix_spawn(&child, "/proc/self/exe", &actions, &attributes,
+                            const_cast<char* const*>(argv.data()), environ);
+  if (spawned == EPERM) {  // leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE: as we are
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    spawned = posix_spawn(&child, "/proc/self/exe", &actions, &attributes,
+                          const_cast<char* const*>(argv.data()), environ);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  close(out[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; spawned == 0 && (n = read(out[0], buffer, sizeof buffer)) != 0;) {
+    if (n > 0) said.append(buffer, static_cast<size_t>(n));
+    else if (errno != EINTR) break;
+  }
+  close(out[0]);
+  if (spawned != 0) return std::string("cannot run memlens mark: ") + std::strerror(spawned);
+  while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {}
+  said = said.substr(0, said.find('\n'));
+  return said.rfind("memlens: ", 0) == 0 ? said.substr(9) : said;
 }
 
 int PrintLiveFrame(const std::string& capture, int width) {

@@ -6,6 +6,7 @@ quitting the view leaves the program running and the capture whole."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -16,8 +17,22 @@ from conftest import MEMLENS, PROGRAMS, line_of, memlens
 
 TARGET = PROGRAMS / "attach_target"
 TMUX = shutil.which("tmux")
+
+
+def yama_scope():
+    try:
+        return int(open("/proc/sys/kernel/yama/ptrace_scope").read())
+    except OSError:
+        return 0
+
+
 pytestmark = pytest.mark.skipif(TMUX is None and not os.environ.get("CI"),
                                 reason="tmux is not installed (CI installs it: .ci/run)")
+# Markers and snapshots asked from outside trace the program (memlens mark): under Yama's
+# ptrace_scope >= 1 only root may, from `memlens live` or a shell. CI runs as root.
+needs_tracing = pytest.mark.skipif(os.geteuid() != 0 and yama_scope() >= 1,
+                                   reason="kernel.yama.ptrace_scope >= 1: only root may trace "
+                                   "the program from outside (CI runs these tests as root)")
 
 
 class Terminal:
@@ -98,6 +113,7 @@ def in_use_at_keep_line(capture_argument):
 KEEP_SITE = f"attach_target.c:{line_of('attach_target.c', 'keep_block')}"
 
 
+@needs_tracing
 def test_live_view_shows_the_running_figure_and_a_snapshot_asked_from_it_lands(tmp_path,
                                                                                terminal):
     capture = tmp_path / "server.mlens"
@@ -109,7 +125,10 @@ def test_live_view_shows_the_running_figure_and_a_snapshot_asked_from_it_lands(t
     view.wait_for("snapshot name: live-1")
     view.keys("Enter")
     view.wait_for("snapshot 'live-1' added to process")
-    view.wait_for("S")  # the markers line shows it
+    deadline = time.monotonic() + 30  # the markers line shows it at the next load
+    while not any(l.startswith("markers   |") and "S" in l for l in view.screen().splitlines()):
+        assert time.monotonic() < deadline, view.screen()
+        time.sleep(0.1)
     assert server.ask("work") == "worked 6\n"
     view.wait_for("58.59 KiB")  # 6 x 10,000 in use now, while the program runs
     view.keys("q")
@@ -138,9 +157,15 @@ def test_run_live_draws_while_the_program_runs_and_a_marker_lands(tmp_path, term
         view.wait_for("marker 'live-1' added to process")
         os.write(writer, b"work\n")
         view.wait_for("58.59 KiB")
-        view.keys("q")  # the view closes; memlens run waits for its program
-        time.sleep(0.5)
+        view.keys("q")  # the view closes; memlens run goes on waiting for its program
+        deadline = time.monotonic() + 30
+        while "Top sites by" in view.screen():
+            assert time.monotonic() < deadline, view.screen()
+            time.sleep(0.1)
         assert "RUN-EXIT" not in view.screen()
+        running = subprocess.run(["pgrep", "-f", f"^{MEMLENS} run --live -o {capture}"],
+                                 capture_output=True)
+        assert running.returncode == 0  # memlens run, and so its program, still there
         os.write(writer, b"quit\n")
         view.wait_for("RUN-EXIT-0")
     finally:
@@ -184,6 +209,7 @@ def test_live_once_prints_a_frame_without_a_terminal(tmp_path):
     assert server.finish() == ("bye 600\n", 0)
 
 
+@needs_tracing
 def test_mark_from_the_shell_and_its_refusals(tmp_path):
     capture = tmp_path / "marked.mlens"
     server = Server(capture)
@@ -204,3 +230,23 @@ def test_mark_from_the_shell_and_its_refusals(tmp_path):
         "never attached\n")
     plain.stdin.close()
     assert plain.wait(timeout=30) == 3
+
+
+def test_run_live_ends_by_itself_when_a_signal_ended_the_program(tmp_path, terminal):
+    """SIGTERM to memlens run goes on to the program; the view then closes by itself (nobody is
+    there to press q) and memlens run exits as its program did, with the terminal put back."""
+    capture, fifo = tmp_path / "term.mlens", tmp_path / "in"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)
+    view = terminal(f"{MEMLENS} run --live -o {capture} -- {TARGET} < {fifo} > /dev/null "
+                    "2>&1; echo RUN-EXIT-$?; stty -a | grep -o -- '-icanon' || echo COOKED; "
+                    "sleep 600")
+    try:
+        view.wait_for("recording")
+        run = subprocess.run(["pgrep", "-f", f"^{MEMLENS} run --live -o {capture}"], capture_output=True,
+                             text=True).stdout.split()
+        os.kill(int(run[0]), signal.SIGTERM)
+        screen = view.wait_for("RUN-EXIT-143", "COOKED")
+    finally:
+        os.close(writer)
+    assert "Top sites by" not in screen  # the alternate screen is gone

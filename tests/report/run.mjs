@@ -20,6 +20,7 @@ if (!existsSync(chromium)) skip(`no Chromium at ${chromium} (Debian: apt-get ins
 if (!existsSync(path.join(here, 'node_modules', 'playwright-core', 'package.json'))) {
   skip(`playwright-core is not installed (run: npm ci --prefix ${here})`);
 }
-const result = spawnSync(process.execPath, ['--test', path.join(here, 'report.test.mjs')],
+const result = spawnSync(process.execPath,
+  ['--test', path.join(here, 'report.test.mjs'), path.join(here, 'live.test.mjs')],
   { stdio: 'inherit' });
 process.exit(result.status === null ? 1 : result.status);

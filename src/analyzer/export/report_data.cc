@@ -9,6 +9,8 @@
 
 #include "analyzer/export/format_units.h"
 #include "analyzer/export/json_writer.h"
+#include "analyzer/model/capture.h"
+#include "analyzer/model/runtime_allocations.h"
 #include "analyzer/views/call_tree.h"
 
 namespace memlens::analyzer {
@@ -461,6 +463,22 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   tables.Write(&json);
   json.EndObject();
   return stream.str();
+}
+
+bool LoadCaptureReport(const std::string& path, const SnapshotSpec& snapshot,
+                       const ReplayOptions& replay, size_t checkpoints, StackOptions stacks,
+                       const ReportLimits& limits, CaptureReport* report, std::string* error) {
+  double duration = 0;
+  Capture capture(path);  // opened once: the duration from its index when it has one
+  if (!capture.DurationSeconds(&duration, error)) return false;
+  ReplayOptions options = replay;
+  options.checkpoint_seconds = ReportCheckpointTimes(duration, checkpoints);
+  options.address_map = true;
+  if (!LoadProfile(&capture, snapshot, options, &report->profile, error)) return false;
+  report->resolver = std::make_unique<StackResolver>(report->profile, stacks);
+  SetRuntimeApart(report->resolver.get(), &report->profile);
+  report->data = BuildReportData(report->profile, report->resolver.get(), limits);
+  return true;
 }
 
 }  // namespace memlens::analyzer

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,17 @@ struct ReportProcess {
 std::string BuildReportData(const Profile& profile, StackResolver* resolver,
                             const ReportLimits& limits,
                             const std::vector<ReportProcess>& processes = {});
+
+// One capture's report, loaded and built: `memlens report FILE` and the live page's every
+// refresh (`memlens live --web`). Checkpoints evenly over the capture, the address map, the
+// runtime's blocks set apart.
+struct CaptureReport {
+  Profile profile;
+  std::unique_ptr<StackResolver> resolver;
+  std::string data;  // BuildReportData's JSON
+};
+bool LoadCaptureReport(const std::string& path, const SnapshotSpec& snapshot,
+                       const ReplayOptions& replay, size_t checkpoints, StackOptions stacks,
+                       const ReportLimits& limits, CaptureReport* report, std::string* error);
 
 }  // namespace memlens::analyzer

@@ -21,4 +21,9 @@ std::string MakeReportNonce();
 std::string BuildReportHtml(const std::string& data_json, const std::string& title,
                             const std::string& nonce);
 
+// The live page of `memlens live --web` (src/report/live.html): it reloads the report from its
+// server every `interval_ms`, asking with `token` (hex digits only: put in as it is).
+std::string BuildLivePageHtml(const std::string& title, const std::string& nonce,
+                              const std::string& token, int interval_ms);
+
 }  // namespace memlens::analyzer
