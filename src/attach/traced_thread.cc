@@ -145,6 +145,13 @@ bool TracedThread::Seize(pid_t pid, pid_t tid, int wait_ms, const Loader& loader
   return Borrow(error);
 }
 
+bool TracedThread::AtSafeSyscallExit(const Loader& loader) {
+  __ptrace_syscall_info info{};
+  return ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
+         info.op == PTRACE_SYSCALL_INFO_EXIT &&
+         ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeHere(loader);
+}
+
 // Runs the thread from system call to system call until one of the safe ones returns (its
 // exit stop), at most wait_ms.
 bool TracedThread::StopAtSafePoint(int wait_ms, const Loader& loader, std::string* error) {
@@ -158,12 +165,7 @@ bool TracedThread::StopAtSafePoint(int wait_ms, const Loader& loader, std::strin
     if (waited != 1) return GiveUp(loader, error);
     if (Ended(status, error)) return false;
     if (WSTOPSIG(status) == kSyscallStop) {
-      __ptrace_syscall_info info{};
-      if (ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
-          info.op == PTRACE_SYSCALL_INFO_EXIT &&
-          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeHere(loader)) {
-        return true;
-      }
+      if (AtSafeSyscallExit(loader)) return true;
     } else if (IsEventStop(status)) {
       if (WSTOPSIG(status) != SIGTRAP) {
         *error = "process " + std::to_string(pid_) + " was stopped (SIGSTOP) while memlens "
@@ -189,12 +191,7 @@ bool TracedThread::GiveUp(const Loader& loader, std::string* error) {
     }
     if (Ended(status, error)) return false;
     if (WSTOPSIG(status) == kSyscallStop) {
-      __ptrace_syscall_info info{};
-      if (ptrace(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
-          info.op == PTRACE_SYSCALL_INFO_EXIT &&
-          ptrace(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0 && SafeHere(loader)) {
-        return true;  // interrupted in a safe call
-      }
+      if (AtSafeSyscallExit(loader)) return true;  // interrupted in a safe call
       ptrace(PTRACE_SYSCALL, tid_, nullptr, nullptr);
       continue;
     }

@@ -75,6 +75,8 @@ class TracedThread {
   bool StopAtSafePoint(int wait_ms, const Loader& loader, std::string* error);
   // Whether the thread, stopped with saved_ in a system call, may be borrowed there.
   bool SafeHere(const Loader& loader);
+  // At a syscall stop: whether it is a safe call's return (saved_ then holds the registers).
+  bool AtSafeSyscallExit(const Loader& loader);
   bool GiveUp(const Loader& loader, std::string* error);
   bool Borrow(std::string* error);
   // Waits for the thread's next stop or end, at most wait_ms (-1: no limit). 1: *status
