@@ -51,6 +51,22 @@ int ExitCode(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
 }
 
+// Sends the child `byte`, which it reads (its read restarted, or made, after the borrow) and
+// exits with.
+void ExpectItGoesOnTo(pid_t child, int to_child, unsigned char byte) {
+  ASSERT_EQ(write(to_child, &byte, 1), 1);
+  EXPECT_EQ(ExitCode(child), byte);
+  close(to_child);
+}
+
+// The child's own getpid, called in it, says its pid.
+void ExpectGetpidThere(TracedThread* thread, pid_t child) {
+  uint64_t result = 0;
+  std::string error;
+  ASSERT_TRUE(thread->Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
+  EXPECT_EQ(static_cast<pid_t>(result), child);
+}
+
 const TracedThread::Loader kNoLoader;
 
 // "TracerPid:" of /proc/PID/status: 0 when nothing traces it.
@@ -82,10 +98,8 @@ TEST(TracedThread, CallsInABlockedThreadThenItsReadGoesOn) {
   TracedThread thread;
   std::string error;
   ASSERT_TRUE(thread.Seize(child, child, 3000, kNoLoader, &error)) << error;
-  uint64_t result = 0;
-  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
-  EXPECT_EQ(static_cast<pid_t>(result), child);
-  uint64_t errno_address = 0;
+  ExpectGetpidThere(&thread, child);
+  uint64_t result = 0, errno_address = 0;
   ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&__errno_location), {}, &errno_address,
                           &error));
   thread.KeepErrno(errno_address);
@@ -101,10 +115,7 @@ TEST(TracedThread, CallsInABlockedThreadThenItsReadGoesOn) {
   const char empty[] = "";
   ASSERT_TRUE(thread.Write(at, empty, 1, &error));
   thread.Release();
-  unsigned char byte = 42;
-  ASSERT_EQ(write(to_child, &byte, 1), 1);
-  EXPECT_EQ(ExitCode(child), 42);
-  close(to_child);
+  ExpectItGoesOnTo(child, to_child, 42);
 }
 
 TEST(TracedThread, ARunningThreadIsStoppedAtItsNextSafeSystemCall) {
@@ -119,14 +130,9 @@ TEST(TracedThread, ARunningThreadIsStoppedAtItsNextSafeSystemCall) {
   TracedThread thread;
   std::string error;
   ASSERT_TRUE(thread.Seize(child, child, 3000, kNoLoader, &error)) << error;
-  uint64_t result = 0;
-  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
-  EXPECT_EQ(static_cast<pid_t>(result), child);
+  ExpectGetpidThere(&thread, child);
   thread.Release();
-  unsigned char byte = 9;
-  ASSERT_EQ(write(to_child, &byte, 1), 1);
-  EXPECT_EQ(ExitCode(child), 9);
-  close(to_child);
+  ExpectItGoesOnTo(child, to_child, 9);
 }
 
 TEST(TracedThread, NoSafePointInTimeLeavesTheThreadUntouched) {
@@ -171,15 +177,10 @@ TEST(TracedThread, ASignalThatComesWhileBorrowedIsDeliveredAfterwardsAndTheReadR
   std::string error;
   ASSERT_TRUE(thread.Seize(child, child, 3000, kNoLoader, &error)) << error;
   ASSERT_EQ(kill(child, SIGUSR1), 0);  // held back while the thread is borrowed
-  uint64_t result = 0;
-  ASSERT_TRUE(thread.Call(reinterpret_cast<uint64_t>(&getpid), {}, &result, &error)) << error;
-  EXPECT_EQ(static_cast<pid_t>(result), child);
+  ExpectGetpidThere(&thread, child);
   thread.Release();
   usleep(50 * 1000);  // the handler runs, the read goes on (SA_RESTART)
-  unsigned char byte = 33;
-  ASSERT_EQ(write(to_child, &byte, 1), 1);
-  EXPECT_EQ(ExitCode(child), 33);
-  close(to_child);
+  ExpectItGoesOnTo(child, to_child, 33);
 }
 
 TEST(TracedThread, AnEndedProcessIsNoCallTarget) {
