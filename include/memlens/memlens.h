@@ -81,9 +81,10 @@ typedef struct memlens_heap memlens_heap;
      file cannot be written...), with the reason on stderr; the program is unharmed. */     \
   X(int, memlens_start, (const char* path), (path), return -1, return)                       \
   /* The same with `options` over the environment's: "sample_rate=N,sample_seed=N,           \
-     python_frames=N,native=0|1,python_stacks=0|1" (null or "": none). On -1 the reason      \
-     is written, one line, into error[0..error_size) (truncated, always terminated) instead  \
-     of stderr. */                                                                           \
+     python_frames=N,native=0|1,python_stacks=0|1,quiet=0|1" (null or "": none). On -1 the  \
+     reason is written, one line, into error[0..error_size) (truncated, always terminated)   \
+     instead of stderr. quiet=1: the agent writes nothing on stderr during the span; on 0    \
+     the first line it would have written (a warning) is in error[] ("" for none). */        \
   X(int, memlens_start_with,                                                                 \
     (const char* path, const char* options, char* error, size_t error_size),                 \
     (path, options, error, error_size), return -1, return)                                   \

@@ -108,11 +108,10 @@ void MarkEnvironmentTracked() {
   setenv(kTrackedVariable, FormatTracked(ThisProcess(), mark), 1);
 }
 
-void Say(const std::string& line) {
-  std::string message = "memlens: " + line + "\n";
-  ssize_t ignored = write(2, message.data(), message.size());
-  (void)ignored;
-}
+std::atomic<bool> g_quiet{false};  // the span that records was started with quiet=1
+char g_quiet_note[256];            // the first line it did not say
+
+void Say(const std::string& line) { SayToUser(line.c_str()); }
 
 uint64_t ClockNs(clockid_t clock) {
   timespec ts;
@@ -601,6 +600,7 @@ bool RecordingHere() { return g_state.load() == kRecording && getpid() == g_pid;
 namespace {
 
 struct SpanOptions {
+  bool quiet = false;  // nothing on the program's stderr (memlens attach)
   uint64_t sample_rate = 0;
   uint64_t sample_exact_from = 0;  // 0: the rate
   uint64_t sample_seed = 0;
@@ -637,10 +637,11 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     std::string value = equals == std::string::npos ? "" : item.substr(equals + 1);
     uint64_t number = 0;
     bool valid = !value.empty() && ParseSetting(value.c_str(), &number);
-    if (key == "native" || key == "python_stacks") {
+    if (key == "native" || key == "python_stacks" || key == "quiet") {
       if (!valid || number > 1) return key + "='" + value + "' is not 0 or 1";
       if (key == "native") out->native = number == 1;
       if (key == "python_stacks") out->python_stacks = static_cast<int>(number);
+      if (key == "quiet") out->quiet = number == 1;
       continue;
     }
     const Setting* setting = nullptr;
@@ -650,7 +651,7 @@ std::string ParseSpanOptions(const char* options, SpanOptions* out) {
     if (!setting) {
       return "unknown option '" + key +
              "' (the options are sample_rate, sample_exact_from, sample_seed, python_frames, "
-             "native, python_stacks)";
+             "native, python_stacks, quiet)";
     }
     if (!valid) return key + "='" + value + "' is not a number";
     *setting->value = number;
@@ -691,6 +692,8 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
   *error = ParseSpanOptions(option_text, &options);
   if (error->empty()) *error = SpanRefusal(options);
   if (!error->empty()) return false;
+  g_quiet_note[0] = '\0';
+  g_quiet.store(options.quiet);
   if (!g_recorder_ready) {  // a preloaded process that does not record the whole run
     InitializeRecorder();
     g_recorder_ready = true;
@@ -750,6 +753,19 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
 }
 
 }  // namespace
+
+void SayToUser(const char* line) {
+  if (g_quiet.load()) {
+    if (!g_quiet_note[0]) snprintf(g_quiet_note, sizeof g_quiet_note, "%s", line);
+    return;
+  }
+  std::string message = std::string("memlens: ") + line + "\n";
+  ssize_t ignored = write(2, message.data(), message.size());
+  (void)ignored;
+}
+
+const char* QuietNote() { return g_quiet_note; }
+bool Quiet() { return g_quiet.load(std::memory_order_relaxed); }
 
 // Start and stop never wait for each other: start may wait for the GIL (AttachPython) while
 // a Python thread holding it calls stop.

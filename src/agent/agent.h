@@ -17,13 +17,24 @@ namespace memlens::agent {
 // application threads, serialized among themselves. StartSpan records from now on into a new
 // capture at `path` (%p, %e; null: MEMLENS_OUTPUT or the default) with `options`
 // ("sample_rate=N,sample_exact_from=N,sample_seed=N,python_frames=N,native=0|1,
-// python_stacks=0|1"); StopSpan
+// python_stacks=0|1,quiet=0|1"); StopSpan
 // ends it with an END record (reason "stopped") and returns once the capture is complete. On
 // false, *error says why, in one line, and nothing changed.
 bool StartSpan(const char* path, const char* options, std::string* error);
 bool StopSpan(std::string* error);
 // Everything recorded before the call is in the span's capture file when it returns.
 void FlushSpan();
+
+// What the agent has to tell the program's user, one line ("memlens: " is put before it):
+// written on stderr, unless the span was started with quiet=1 (memlens attach: the program's
+// stderr is its own). Then the first such line of the span is kept for QuietNote instead, and
+// later ones are dropped (the capture records what went wrong).
+void SayToUser(const char* line);
+// The line kept since the quiet span started ("" for none).
+const char* QuietNote();
+// A quiet span is recording: writes on stderr that cannot allocate (SayToUser's callers that
+// must not) are skipped.
+bool Quiet();
 
 // memlens run --follow-children: the processes this one starts record too, each into a capture
 // of its own, when they exec a program (docs/agent.md, "Processes").

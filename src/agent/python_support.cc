@@ -1,6 +1,8 @@
 // src/agent/python_support.cc: see python_support.h and python_bridge.h.
 #include "agent/python_support.h"
 
+#include "agent/agent.h"
+
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -38,11 +40,7 @@ bool g_attach_tried = false;
 // The hooks library's per-thread frame cache (python_bridge.h: frame_cache_offset).
 constinit thread_local void* t_python_frame_cache = nullptr;
 
-void Say(const char* message) {
-  std::string line = std::string("memlens: ") + message + "\n";
-  ssize_t ignored = write(2, line.data(), line.size());
-  (void)ignored;
-}
+void Say(const char* message) { SayToUser(message); }
 
 int BridgeEnter(const void* caller) {
   if (!ShouldRecord(caller)) return 0;

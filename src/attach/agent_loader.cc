@@ -328,7 +328,8 @@ bool StartRecording(pid_t pid, const std::string& agent, const std::string& capt
   }
   uint64_t start = 0, result = 0;
   uint64_t capture_at = borrowed.String(1, capture, error);
-  uint64_t options_at = capture_at ? borrowed.String(2, options, error) : 0;
+  const std::string quiet_options = options.empty() ? "quiet=1" : options + ",quiet=1";
+  uint64_t options_at = capture_at ? borrowed.String(2, quiet_options, error) : 0;
   uint64_t reason_at = options_at ? borrowed.String(3, "", error) : 0;
   if (!reason_at || !AgentFunction(&borrowed, libc, handle, "memlens_start_with", &start, error) ||
       !thread.Call(start, {capture_at, options_at, reason_at, kStringBytes}, &result, error)) {
@@ -338,6 +339,7 @@ bool StartRecording(pid_t pid, const std::string& agent, const std::string& capt
     *error = Process(pid) + " did not start recording: " + thread.ReadString(reason_at, 4096);
     return false;
   }
+  *error = thread.ReadString(reason_at, 4096);  // the agent's warning, if it had one
   return true;
 }
 

@@ -24,9 +24,11 @@ namespace memlens::attach {
 
 // Loads `agent` (a path to libmemlens.so) into process `pid` and starts recording into
 // `capture` (an absolute path, already expanded), with span `options` ("sample_rate=N,...",
-// or ""). False with a one-line reason; the process then runs on as before.
+// or ""). False with a one-line reason in *error; the process then runs on as before.
 bool StartRecording(pid_t pid, const std::string& agent, const std::string& capture,
                     const std::string& options, std::string* error);
+// The span is started quiet (quiet=1: the agent writes nothing on the program's stderr); on
+// true, *error holds the warning the agent kept instead ("" for none), for memlens to say.
 
 // Ends the recording that StartRecording (or the program itself) started in process `pid`:
 // its capture is complete when this returns true. The agent stays loaded, idle.

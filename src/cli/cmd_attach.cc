@@ -87,6 +87,8 @@ int Attach(const AttachOptions& o) {
   }
   std::string who = "process " + std::to_string(o.pid) + " (" + attach::ProgramName(o.pid) + ")";
   std::cerr << "memlens: recording " << who << " into " << capture << "\n";
+  // The agent says nothing on the program's stderr (its own): its warning comes here.
+  if (!error.empty()) std::cerr << "memlens: " << who << ": " << error << "\n";
   if (o.duration <= 0) {
     std::cerr << "memlens: `memlens detach " << o.pid << "` stops it; its capture is complete "
               << "then (or when the process ends)\n";

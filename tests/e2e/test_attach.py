@@ -319,3 +319,26 @@ def test_a_stopped_process_is_refused_until_continued(tmp_path):
     finally:
         os.kill(server.pid, signal.SIGCONT)
     assert_runs_on(server)
+
+
+def test_the_agents_warnings_go_to_memlens_not_to_the_programs_stderr(tmp_path):
+    """A Python process attached with an agent that has no hooks library for it: the agent's
+    one-line warning is memlens attach's to say; the program's stderr stays its own, empty."""
+    lonely = tmp_path / "lib"
+    lonely.mkdir()
+    shutil.copy(PROGRAMS.parents[1] / "lib" / "libmemlens.so", lonely / "libmemlens.so")
+    script = tmp_path / "server.py"
+    script.write_text(PYTHON_SERVER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLENS", "LD_PRELOAD"))}
+    server = Server([shutil.which("python3"), script], env=env)
+    capture = tmp_path / "quiet.mlens"
+    attached = memlens("attach", server.pid, "-o", capture,
+                       env={**os.environ, "MEMLENS_AGENT": str(lonely / "libmemlens.so")})
+    assert attached.returncode == 0, attached.stderr
+    warning = attached.stderr.splitlines()[1]  # after "recording ... into ..."
+    assert warning.startswith(f"memlens: process {server.pid} (python3): Python 3."), warning
+    assert "is not supported by this memlens build" in warning
+    assert server.ask("work") == "worked 1\n"
+    assert memlens("detach", server.pid).returncode == 0
+    output, err, status = server.finish()
+    assert (output, err, status) == ("ready\nworked 1\nbye 100000\n", "", 0)

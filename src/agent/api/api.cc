@@ -158,7 +158,10 @@ int memlens_start(const char* path) {
 
 int memlens_start_with(const char* path, const char* options, char* error, size_t error_size) {
   std::string why;
-  if (memlens::agent::StartSpan(path, options, &why)) return 0;
+  if (memlens::agent::StartSpan(path, options, &why)) {
+    CopyReason(memlens::agent::QuietNote(), error, error_size);  // quiet=1: what it did not say
+    return 0;
+  }
   CopyReason(why, error, error_size);
   return -1;
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent.h"
 #include "agent/api/string_table.h"
 #include "agent/hooks/real_functions.h"
 #include "agent/owned_fds.h"
@@ -190,7 +191,7 @@ bool InProcessIo::SinkStillOurs() {
   fcntl(reopened, F_SETFL, O_APPEND);  // blocking again (a FIFO opened without waiting)
   flock(reopened, LOCK_EX | LOCK_NB);  // "still recording" (agent.cc): the old lock went with it
   ReplaceFd(fd_slot_, reopened);
-  if (!said_reopened_) {
+  if (!said_reopened_ && !Quiet()) {
     said_reopened_ = true;
     static const char kMessage[] =
         "memlens: the program closed the capture's descriptor; memlens opened the capture again\n";
@@ -208,7 +209,7 @@ void InProcessIo::Fail(const char* reason) {
                      "memlens: writing the capture failed (%s); the program continues, the "
                      "capture ends here\n",
                      reason);
-  if (len > 0) {
+  if (len > 0 && !Quiet()) {
     ssize_t ignored = ::write(2, message, static_cast<size_t>(len));
     (void)ignored;
   }
@@ -428,8 +429,10 @@ void* WaitForAgentMemory(size_t size, size_t alignment) {
   static const char kMessage[] =
       "memlens: out of memory for memlens's own work (the program has taken it all): recording "
       "stopped, the capture ends at its last chunk; the program continues\n";
-  ssize_t ignored = ::write(2, kMessage, sizeof kMessage - 1);
-  (void)ignored;
+  if (!Quiet()) {
+    ssize_t ignored = ::write(2, kMessage, sizeof kMessage - 1);
+    (void)ignored;
+  }
   g_state.store(kStopped, std::memory_order_release);
   g_writer_running.store(false, std::memory_order_release);  // nobody waits for us any more
   for (;;) {
