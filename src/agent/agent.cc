@@ -111,8 +111,6 @@ void MarkEnvironmentTracked() {
 std::atomic<bool> g_quiet{false};  // the span that records was started with quiet=1
 char g_quiet_note[256];            // the first line it did not say
 
-void Say(const std::string& line) { SayToUser(line.c_str()); }
-
 uint64_t ClockNs(clockid_t clock) {
   timespec ts;
   clock_gettime(clock, &ts);
@@ -229,12 +227,12 @@ void StartForkedChildWriter() {
   std::string path, error;
   int slot = OpenDescendantCapture(process, &path, &error);
   if (!error.empty()) {
-    Say(error + "; not recording");
+    SayToUser(error + "; not recording");
     g_state.store(kStopped);
     return;
   }
   if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/true)) {
-    Say("cannot start the writer thread in a forked child; not recording it");
+    SayToUser("cannot start the writer thread in a forked child; not recording it");
     DisownFd(slot, true);
     unlink(path.c_str());  // nothing was written to it
     g_state.store(kStopped);
@@ -365,12 +363,12 @@ int OpenDescendantCapture(const format::ProcessRecord& process, std::string* pat
 void Start() {
   InitializeOnce();
   if (g_bad_setting) {
-    Say(std::string(g_bad_setting) + "='" + getenv(g_bad_setting) +
+    SayToUser(std::string(g_bad_setting) + "='" + getenv(g_bad_setting) +
         (strcmp(g_bad_setting, "MEMLENS_PYTHON_STACKS") == 0
              ? "' is not 0 or 1: not recording"
              : "' is not a number of bytes (or a seed): not recording"));
   } else if (g_sampler_failed) {
-    Say("cannot map the table of sampled blocks: not recording");
+    SayToUser("cannot map the table of sampled blocks: not recording");
   }
   if (g_state.load() != kRecording || !g_preloaded) return;  // dormant until memlens_start
   HookGuard guard;
@@ -400,7 +398,7 @@ void Start() {
                           : OpenCapture(path = ExpandOutputPath(process), g_after_exec, &append,
                                         &error);
   if (!error.empty()) {
-    Say(error + "; not recording");
+    SayToUser(error + "; not recording");
     g_state.store(kStopped);
     return;
   }
@@ -409,7 +407,7 @@ void Start() {
   setenv("MEMLENS_OUTPUT", path.c_str(), 1);
   pthread_atfork(OnForkPrepare, nullptr, OnForkChild);
   if (slot < 0 || !StartWriter(slot, path, process, /*write_file_header=*/!append)) {
-    Say("cannot start the writer thread; not recording");
+    SayToUser("cannot start the writer thread; not recording");
     DisownFd(slot, true);
     g_state.store(kStopped);
     return;
@@ -754,12 +752,12 @@ bool StartSpanLocked(const char* pattern, const char* option_text, std::string* 
 
 }  // namespace
 
-void SayToUser(const char* line) {
+void SayToUser(const std::string& line) {
   if (g_quiet.load()) {
-    if (!g_quiet_note[0]) snprintf(g_quiet_note, sizeof g_quiet_note, "%s", line);
+    if (!g_quiet_note[0]) snprintf(g_quiet_note, sizeof g_quiet_note, "%s", line.c_str());
     return;
   }
-  std::string message = std::string("memlens: ") + line + "\n";
+  std::string message = "memlens: " + line + "\n";
   ssize_t ignored = write(2, message.data(), message.size());
   (void)ignored;
 }

@@ -29,7 +29,7 @@ void FlushSpan();
 // written on stderr, unless the span was started with quiet=1 (memlens attach: the program's
 // stderr is its own). Then the first such line of the span is kept for QuietNote instead, and
 // later ones are dropped (the capture records what went wrong).
-void SayToUser(const char* line);
+void SayToUser(const std::string& line);
 // The line kept since the quiet span started ("" for none).
 const char* QuietNote();
 // A quiet span is recording: writes on stderr that cannot allocate (SayToUser's callers that

@@ -1,8 +1,6 @@
 // src/agent/python_support.cc: see python_support.h and python_bridge.h.
 #include "agent/python_support.h"
 
-#include "agent/agent.h"
-
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "agent/agent.h"
 #include "agent/python_bridge.h"
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
@@ -39,8 +38,6 @@ void (*g_detach)(void) = nullptr;
 bool g_attach_tried = false;
 // The hooks library's per-thread frame cache (python_bridge.h: frame_cache_offset).
 constinit thread_local void* t_python_frame_cache = nullptr;
-
-void Say(const char* message) { SayToUser(message); }
 
 int BridgeEnter(const void* caller) {
   if (!ShouldRecord(caller)) return 0;
@@ -116,7 +113,7 @@ MemlensAgentBridge MakeBridge() {
   bridge.register_code = BridgeRegisterCode;
   bridge.set_python_ranges = BridgeSetRanges;
   bridge.set_frame_reader = BridgeSetReader;
-  bridge.say = Say;
+  bridge.say = [](const char* message) { SayToUser(message); };
   bridge.sampling = g_sample_rate != 0;  // set by InitializeOnce, before AttachPython
   bridge.countdown_offset = ThreadPointerOffset(&t_bytes_to_sample);
   bridge.in_hook_offset = ThreadPointerOffset(&t_in_hook);
@@ -169,7 +166,7 @@ void AttachPython() {
   const auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
   if (!version) {
     if (dlsym(RTLD_DEFAULT, "Py_GetVersion")) {
-      Say("this Python is older than 3.11, which memlens does not support: Python frames are "
+      SayToUser("this Python is older than 3.11, which memlens does not support: Python frames are "
           "not recorded, only native allocations");
     }
     return;
@@ -182,7 +179,7 @@ void AttachPython() {
   if (access(path.c_str(), R_OK) != 0) {
     std::string message = "Python " + tag + " is not supported by this memlens build (no " + path +
                           "): Python frames are not recorded, only native allocations";
-    Say(message.c_str());
+    SayToUser(message);
     return;
   }
   void* mem = mmap(nullptr, kMaxCodes * sizeof(std::atomic<PythonCodeInfo*>), PROT_READ | PROT_WRITE,
@@ -194,7 +191,7 @@ void AttachPython() {
                        : nullptr;
   if (!attach) {
     std::string message = "cannot load " + path + ": " + (handle ? "no entry point" : dlerror());
-    Say(message.c_str());
+    SayToUser(message);
     return;
   }
   bridge = MakeBridge();

@@ -28,26 +28,6 @@ std::string Process(pid_t pid) {
   return "process " + std::to_string(pid) + " (" + ProgramName(pid) + ")";
 }
 
-// The value of `key:` in /proc/PID/status ("" when absent).
-std::string StatusField(const std::string& status, const std::string& key) {
-  std::istringstream in(status);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, key.size() + 1, key + ":") == 0) {
-      size_t at = line.find_first_not_of(" \t", key.size() + 1);
-      return at == std::string::npos ? "" : line.substr(at);
-    }
-  }
-  return "";
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // "alice (uid 1000)".
 std::string UserName(uid_t uid) {
   const passwd* user = getpwuid(uid);
@@ -55,17 +35,17 @@ std::string UserName(uid_t uid) {
 }
 
 bool HaveCapSysPtrace() {
-  std::string caps = StatusField(ReadText("/proc/self/status"), "CapEff");
+  std::string caps = StatusField(getpid(), "CapEff");
   return !caps.empty() && ((std::stoull(caps, nullptr, 16) >> kCapSysPtrace) & 1);
 }
 
 int YamaScope() {
-  std::string scope = ReadText("/proc/sys/kernel/yama/ptrace_scope");
-  return scope.empty() ? 0 : std::stoi(scope);
+  std::ifstream scope("/proc/sys/kernel/yama/ptrace_scope");
+  int value = 0;
+  return scope >> value ? value : 0;
 }
 
-// The first `count` numbers of a /proc/PID/status line ("Uid:", "Gid:": real, effective,
-// saved, filesystem).
+// The numbers of a /proc/PID/status field ("Uid", "Gid": real, effective, saved, filesystem).
 std::vector<unsigned long> Numbers(const std::string& field) {
   std::istringstream in(field);
   std::vector<unsigned long> numbers;
@@ -77,16 +57,15 @@ std::vector<unsigned long> Numbers(const std::string& field) {
 std::string Refusal(pid_t pid) {
   if (pid <= 0) return std::to_string(pid) + " is not a process id";
   if (pid == getpid()) return "process " + std::to_string(pid) + " is memlens itself";
-  std::string status = ReadText("/proc/" + std::to_string(pid) + "/status");
-  if (status.empty()) return "no process " + std::to_string(pid);
+  std::string tgid = StatusField(pid, "Tgid");
+  if (tgid.empty()) return "no process " + std::to_string(pid);
   std::string who = Process(pid);
-  std::string tgid = StatusField(status, "Tgid");
   if (tgid != std::to_string(pid)) {
     return std::to_string(pid) + " is a thread of process " + tgid + ": give the process's id";
   }
-  std::string state = StatusField(status, "State");
+  std::string state = StatusField(pid, "State");
   if (state.rfind("Z", 0) == 0) {
-    return StatusField(status, "Threads") == "1"
+    return StatusField(pid, "Threads") == "1"
                ? who + " has exited (a zombie its parent has not collected)"
                : "the main thread of " + who + " has exited (its other threads run on): "
                  "memlens borrows the main thread, so it cannot attach";
@@ -95,7 +74,7 @@ std::string Refusal(pid_t pid) {
     return who + " is stopped (SIGSTOP or Ctrl-Z): continue it first (kill -CONT " +
            std::to_string(pid) + ")";
   }
-  std::string tracer = StatusField(status, "TracerPid");
+  std::string tracer = StatusField(pid, "TracerPid");
   if (!tracer.empty() && tracer != "0") {
     return who + " is already traced by process " + tracer + " (" +
            ProgramName(std::stoi(tracer)) + "): a process has one tracer at a time; detach "
@@ -104,8 +83,8 @@ std::string Refusal(pid_t pid) {
   // The kernel lets a process trace another whose real, effective and saved user and group
   // ids are all its own real ones, or with CAP_SYS_PTRACE.
   bool capable = HaveCapSysPtrace();
-  std::vector<unsigned long> uids = Numbers(StatusField(status, "Uid"));
-  std::vector<unsigned long> gids = Numbers(StatusField(status, "Gid"));
+  std::vector<unsigned long> uids = Numbers(StatusField(pid, "Uid"));
+  std::vector<unsigned long> gids = Numbers(StatusField(pid, "Gid"));
   auto all = [](const std::vector<unsigned long>& ids, unsigned long id) {
     return ids.size() >= 3 && ids[0] == id && ids[1] == id && ids[2] == id;
   };

@@ -174,4 +174,16 @@ std::string ProgramName(pid_t pid) {
   return name.empty() ? "?" : name;
 }
 
+std::string StatusField(pid_t pid, const std::string& key) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.compare(0, key.size() + 1, key + ":") == 0) {
+      size_t at = line.find_first_not_of(" \t", key.size() + 1);
+      return at == std::string::npos ? "" : line.substr(at);
+    }
+  }
+  return "";
+}
+
 }  // namespace memlens::attach

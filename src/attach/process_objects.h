@@ -51,4 +51,8 @@ std::string ProgramRefusal(pid_t pid);
 // The process's command name (/proc/PID/comm), "?" when it cannot be read.
 std::string ProgramName(pid_t pid);
 
+// The value of `key:` in /proc/PID/status ("State", "Tgid", "TracerPid", "Uid", "SigIgn"...),
+// its leading blanks taken off; "" when the process or the field is not there.
+std::string StatusField(pid_t pid, const std::string& key);
+
 }  // namespace memlens::attach

@@ -13,7 +13,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+
+#include "attach/process_objects.h"
 
 namespace memlens::attach {
 namespace {
@@ -58,14 +59,8 @@ int64_t NowMs() {
 // The process ignores SIGSEGV (SigIgn in /proc/PID/status): a call's return, a SIGSEGV at
 // address 0, would then reset it to the default (the kernel does so for a forced signal).
 bool IgnoresSegv(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("SigIgn:", 0) == 0) {
-      return (std::stoull(line.substr(7), nullptr, 16) >> (SIGSEGV - 1)) & 1;
-    }
-  }
-  return false;
+  std::string ignored = StatusField(pid, "SigIgn");
+  return !ignored.empty() && ((std::stoull(ignored, nullptr, 16) >> (SIGSEGV - 1)) & 1);
 }
 
 }  // namespace

@@ -44,14 +44,10 @@ std::string CapturePath(const AttachOptions& o) {
   return path;
 }
 
+// The process is there and not a zombie.
 bool Alive(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  char state = 0;
-  FILE* stat = fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-  if (!stat) return false;
-  int scanned = fscanf(stat, "%*d (%*[^)]) %c", &state);
-  fclose(stat);
-  return scanned == 1 && state != 'Z' && state != 'X';
+  std::string state = attach::StatusField(pid, "State");
+  return !state.empty() && state[0] != 'Z' && state[0] != 'X';
 }
 
 // Waits `seconds`, or until Ctrl-C, SIGTERM or the process's end. True when the process is

@@ -16,7 +16,6 @@
 #include "analyzer/model/capture.h"
 #include "analyzer/model/merge_profiles.h"
 #include "analyzer/model/process_set.h"
-#include "analyzer/model/runtime_allocations.h"
 #include "cli/analysis_options.h"
 #include "cli/commands.h"
 
@@ -94,9 +93,7 @@ int Report(const ReportOptions& o) {
     if (!LoadRunForReport(path, snapshot, o.checkpoints, replay, &p, &processes)) {
       return kExitBadInput;
     }
-    report.resolver = std::make_unique<StackResolver>(p, stacks);
-    SetRuntimeApart(report.resolver.get(), &p);
-    report.data = BuildReportData(p, report.resolver.get(), limits, processes);
+    BuildCaptureReport(stacks, limits, processes, &report);
   } else if (!LoadCaptureReport(path, snapshot, replay, o.checkpoints, stacks, limits, &report,
                                 &error)) {
     return Complain(error);

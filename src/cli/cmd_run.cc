@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -38,6 +37,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "agent/tracked_process.h"

@@ -13,8 +13,6 @@
 #define MEMLENS_AGENT_BUILD
 #include "memlens/memlens.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdint>
 #include <algorithm>
@@ -51,9 +49,7 @@ uint32_t HeapId(memlens_heap* heap) {
 }
 
 void SayOnStderr(const char* call, const std::string& why) {
-  std::string line = std::string("memlens: ") + call + ": " + why + "\n";
-  ssize_t ignored = write(2, line.data(), line.size());
-  (void)ignored;
+  memlens::agent::SayToUser(std::string(call) + ": " + why);
 }
 
 const void* AsAddress(uint64_t value) { return reinterpret_cast<const void*>(value); }

@@ -475,10 +475,15 @@ bool LoadCaptureReport(const std::string& path, const SnapshotSpec& snapshot,
   options.checkpoint_seconds = ReportCheckpointTimes(duration, checkpoints);
   options.address_map = true;
   if (!LoadProfile(&capture, snapshot, options, &report->profile, error)) return false;
+  BuildCaptureReport(stacks, limits, {}, report);
+  return true;
+}
+
+void BuildCaptureReport(StackOptions stacks, const ReportLimits& limits,
+                        const std::vector<ReportProcess>& processes, CaptureReport* report) {
   report->resolver = std::make_unique<StackResolver>(report->profile, stacks);
   SetRuntimeApart(report->resolver.get(), &report->profile);
-  report->data = BuildReportData(report->profile, report->resolver.get(), limits);
-  return true;
+  report->data = BuildReportData(report->profile, report->resolver.get(), limits, processes);
 }
 
 }  // namespace memlens::analyzer

@@ -69,5 +69,10 @@ struct CaptureReport {
 bool LoadCaptureReport(const std::string& path, const SnapshotSpec& snapshot,
                        const ReplayOptions& replay, size_t checkpoints, StackOptions stacks,
                        const ReportLimits& limits, CaptureReport* report, std::string* error);
+// The rest of the report of a profile already loaded into report->profile (with checkpoints
+// and the address map): its resolver, the runtime's blocks set apart, the data. `processes`:
+// a run's, as BuildReportData takes them.
+void BuildCaptureReport(StackOptions stacks, const ReportLimits& limits,
+                        const std::vector<ReportProcess>& processes, CaptureReport* report);
 
 }  // namespace memlens::analyzer
