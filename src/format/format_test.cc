@@ -273,6 +273,59 @@ TEST(Records, CorruptPayloadsAreReportedNotOverread) {
   EXPECT_NE(error.find("rate 0"), std::string::npos) << error;
 }
 
+// kMappings round-trips with every field, and stays out of the index's metadata; a mapping
+// that overlaps the one before or whose resident pages exceed it is reported, never trusted.
+TEST(Records, MappingsRoundTripAndImpossibleOnesAreCorrupt) {
+  MappingsRecord sample;
+  sample.monotonic_ns = 7000000;
+  sample.seq = 4242;
+  sample.read_ns = 350000;
+  sample.page_size = 4096;
+  Mapping heap{0x555500000000, 0x555500400000, Mapping::kRead | Mapping::kWrite, 0, 0, "[heap]",
+               0x200000, 0x200000, 0, {256, 2, 510, 256}};
+  Mapping lib{0x7f0000000000, 0x7f0000010000, Mapping::kRead | Mapping::kExec, 0x3000, 913,
+              "/usr/lib/libx.so", 0x8000, 0, 0, {}};
+  Mapping shm{0x7f0000010000, 0x7f0000011000, Mapping::kRead | Mapping::kShared, 0, 7,
+              "/dev/shm/x", 0x1000, 0, 0, {}};
+  sample.mappings = {heap, lib, shm};
+  std::string payload;
+  RecordEncoder enc(&payload);
+  enc.Mappings(sample);
+  enc.Time({5000000, 117});
+  struct Mappings : Collector {
+    std::vector<MappingsRecord> samples;
+    void OnMappings(const MappingsRecord& r) override { samples.push_back(r); }
+  } c;
+  std::string error, metadata;
+  ASSERT_TRUE(DecodeRecords(payload, &c, &error, EventDecoding::kDeliver, nullptr, &metadata))
+      << error;
+  ASSERT_EQ(c.samples.size(), 1u);
+  EXPECT_EQ(c.samples[0], sample);
+  Mappings kept;
+  ASSERT_TRUE(DecodeRecords(metadata, &kept, &error)) << error;
+  EXPECT_TRUE(kept.samples.empty());
+  EXPECT_EQ(kept.times.size(), 1u);
+
+  for (int damage = 0; damage < 3; ++damage) {
+    MappingsRecord bad = sample;
+    if (damage == 0) bad.mappings[0].page_runs = {1024, 1};        // more pages than it has
+    if (damage == 1) bad.mappings[1].rss = 0x20000;                // more resident than mapped
+    if (damage == 2) bad.page_size = 3000;                         // not a power of two
+    std::string bytes;
+    RecordEncoder bad_enc(&bytes);
+    bad_enc.Mappings(bad);
+    Mappings none;
+    EXPECT_FALSE(DecodeRecords(bytes, &none, &error)) << damage;
+    EXPECT_NE(error.find("impossible mappings"), std::string::npos) << error;
+    EXPECT_TRUE(none.samples.empty());
+  }
+  // Every strict prefix is reported or decodes up to a record; never a crash.
+  for (size_t n = 0; n < payload.size(); ++n) {
+    Mappings part;
+    DecodeRecords(std::string_view(payload.data(), n), &part, &error);
+  }
+}
+
 // Format 9.0 gave kSampling its exact_from; 8.x captures (the rate alone) read as having no
 // threshold, and a sampling record without one round-trips as none.
 TEST(Records, SamplingThresholdAcrossVersions) {

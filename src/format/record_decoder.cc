@@ -288,6 +288,51 @@ bool DecodeEvents(Cursor* c, RecordVisitor* v, std::string* error, EventDecoding
   return ok;
 }
 
+// kMappings (records.h): a mapping that ends before it starts, overlaps the one before, or
+// whose runs of pages or resident figures exceed it is corrupt.
+bool DecodeMappings(Cursor* c, MappingsRecord* r) {
+  r->monotonic_ns = c->Varint();
+  r->seq = c->Varint();
+  r->read_ns = c->Varint();
+  r->page_size = c->Varint();
+  const uint64_t page = r->page_size;
+  if (page == 0 || (page & (page - 1)) != 0 || page > (uint64_t{1} << 30)) return false;
+  const uint64_t max_pages = UINT64_MAX / page;
+  uint64_t count = c->Count(12);  // every mapping takes at least 12 bytes
+  r->mappings.reserve(count);
+  uint64_t previous_end_pages = 0;
+  for (uint64_t i = 0; i < count && c->ok(); ++i) {
+    Mapping m;
+    uint64_t gap = c->Varint(), pages = c->Varint();
+    if (gap > max_pages - previous_end_pages || pages > max_pages - previous_end_pages - gap) {
+      return false;
+    }
+    m.start = (previous_end_pages + gap) * page;
+    m.end = m.start + pages * page;
+    previous_end_pages += gap + pages;
+    m.flags = c->Byte();
+    m.offset = c->Varint();
+    m.inode = c->Varint();
+    m.name = c->String();
+    uint64_t rss = c->Varint(), anonymous = c->Varint(), swap = c->Varint();
+    if (rss > pages || anonymous > pages || swap > pages) return false;
+    m.rss = rss * page;
+    m.anonymous = anonymous * page;
+    m.swap = swap * page;
+    uint64_t runs = c->Count(1);
+    m.page_runs.reserve(runs);
+    uint64_t covered = 0;
+    for (uint64_t k = 0; k < runs && c->ok(); ++k) {
+      uint64_t run = c->Varint();
+      if (run > pages - covered) return false;
+      covered += run;
+      m.page_runs.push_back(run);
+    }
+    r->mappings.push_back(std::move(m));
+  }
+  return c->ok();
+}
+
 }  // namespace
 
 void DecodeState::StartChunk(EventDecoding events) {
@@ -417,6 +462,15 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
         if (c.ok()) v->OnResident(r);
         break;
       }
+      case RecordType::kMappings: {
+        MappingsRecord r;
+        if (!DecodeMappings(&c, &r) && c.ok()) {
+          *error = "impossible mappings at payload offset " + std::to_string(record_offset);
+          return false;
+        }
+        if (c.ok()) v->OnMappings(r);
+        break;
+      }
       case RecordType::kString: {
         StringRecord r;
         r.id = c.Varint();
@@ -448,7 +502,10 @@ bool DecodeRecords(std::string_view payload, RecordVisitor* v, std::string* erro
       *error = "record cut short at payload offset " + std::to_string(record_offset);
       return false;
     }
-    if (metadata && type != RecordType::kEvents && type != RecordType::kEventColumns) {
+    // Mapping samples are many and big: kept out of the snapshot index (a view that explains
+    // resident memory reads the capture itself).
+    if (metadata && type != RecordType::kEvents && type != RecordType::kEventColumns &&
+        type != RecordType::kMappings) {
       metadata->append(payload.substr(record_offset, c.offset() - record_offset));
     }
   }

@@ -39,6 +39,7 @@ class RecordVisitor {
   virtual void OnDrops(const DropsRecord&) {}
   virtual void OnPythonCode(const PythonCodeRecord&) {}
   virtual void OnResident(const ResidentRecord&) {}
+  virtual void OnMappings(const MappingsRecord&) {}
   virtual void OnString(const StringRecord&) {}
   virtual void OnSampling(const SamplingRecord&) {}
 };

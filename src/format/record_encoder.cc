@@ -113,6 +113,32 @@ void RecordEncoder::Resident(const ResidentRecord& r) {
   PutVarint(out_, r.bytes);
 }
 
+// Addresses and sizes in pages; each mapping's start as the gap from the previous one's end.
+void RecordEncoder::Mappings(const MappingsRecord& r) {
+  PutType(out_, RecordType::kMappings);
+  PutVarint(out_, r.monotonic_ns);
+  PutVarint(out_, r.seq);
+  PutVarint(out_, r.read_ns);
+  PutVarint(out_, r.page_size);
+  PutVarint(out_, r.mappings.size());
+  const uint64_t page = r.page_size ? r.page_size : 1;
+  uint64_t previous_end = 0;
+  for (const Mapping& m : r.mappings) {
+    PutVarint(out_, (m.start - previous_end) / page);
+    PutVarint(out_, (m.end - m.start) / page);
+    out_->push_back(static_cast<char>(m.flags));
+    PutVarint(out_, m.offset);
+    PutVarint(out_, m.inode);
+    PutString(out_, m.name);
+    PutVarint(out_, m.rss / page);
+    PutVarint(out_, m.anonymous / page);
+    PutVarint(out_, m.swap / page);
+    PutVarint(out_, m.page_runs.size());
+    for (uint64_t run : m.page_runs) PutVarint(out_, run);
+    previous_end = m.end;
+  }
+}
+
 void RecordEncoder::String(const StringRecord& r) {
   PutType(out_, RecordType::kString);
   PutVarint(out_, r.id);

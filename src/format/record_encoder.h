@@ -30,6 +30,7 @@ class RecordEncoder {
   void Drops(const DropsRecord& r);
   void PythonCode(const PythonCodeRecord& r);
   void Resident(const ResidentRecord& r);
+  void Mappings(const MappingsRecord& r);
   void String(const StringRecord& r);
   void Sampling(const SamplingRecord& r);
 

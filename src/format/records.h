@@ -16,7 +16,9 @@
 // 8.0, and allocations coded as starting where a block in reach ends (the neighbours column,
 // record kEventColumns) 9.0, with kSampling's exact_from and the python-stacks mark of
 // kProcess's agent_version; 9.1 codes a followed process's recorded parent inside
-// agent_version, 9.2 where a forked process's capture starts in its parent's. Readers read their own major and 8.x (kOldestReadableMajor).
+// agent_version, 9.2 where a forked process's capture starts in its parent's; the process's
+// mappings with what of each is resident (kMappings) 10.0. Readers read their own major and
+// 8.x and 9.x (kOldestReadableMajor).
 //
 // A capture is a 16-byte file header followed by chunks (chunk.h). Each chunk's payload is a
 // sequence of records: a one-byte record type followed by that type's fields. The structs below
@@ -32,8 +34,8 @@
 namespace memlens::format {
 
 inline constexpr char kFileMagic[8] = {'M', 'L', 'E', 'N', 'S', 'C', 'A', 'P'};
-inline constexpr uint16_t kFormatMajor = 9;
-inline constexpr uint16_t kFormatMinor = 2;
+inline constexpr uint16_t kFormatMajor = 10;
+inline constexpr uint16_t kFormatMinor = 0;
 // The oldest major a reader still reads: 8.x differs only in its event batches (kEvents).
 inline constexpr uint16_t kOldestReadableMajor = 8;
 inline constexpr size_t kFileHeaderSize = 16;
@@ -64,6 +66,7 @@ enum class RecordType : uint8_t {
   kResident = 11,     // the process's resident memory (RSS), sampled by the writer
   kString = 12,       // an interned string (heap, marker, snapshot and type names) by id
   kEventColumns = 13,  // a batch of events, 9.0's layout (kEvents: 8.x's, read, not written)
+  kMappings = 14,     // the process's mappings and what of each is resident, sampled by the writer
   kSampling = 16,     // this image's heap allocations are sampled (right after its kProcess)
 };
 
@@ -276,6 +279,39 @@ struct DropsRecord {
 struct ResidentRecord {
   uint64_t monotonic_ns = 0;  // since ProcessRecord::start_monotonic_ns
   uint64_t bytes = 0;         // resident set size
+};
+
+// One mapping of the process as /proc/PID/smaps lists it (a VMA: the kernel joins adjacent
+// mappings of the same kind into one), with what of it is resident. Sizes in bytes, multiples
+// of the page size.
+struct Mapping {
+  enum Flags : uint8_t { kRead = 1, kWrite = 2, kExec = 4, kShared = 8 };
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint8_t flags = 0;
+  uint64_t offset = 0;   // in the file
+  uint64_t inode = 0;    // 0: not backed by a file
+  std::string name;      // the path, "[heap]", "[stack]", "[vdso]", "[anon:...]", "" for none
+  uint64_t rss = 0;
+  uint64_t anonymous = 0;  // of rss: private pages not from a file (or copied from it)
+  uint64_t swap = 0;
+  // Which pages are resident, when the writer read them (/proc/PID/pagemap): runs of pages,
+  // alternately absent and present, starting with absent (that run may be 0). Empty when not
+  // read: then none is resident (rss 0), all are (rss == end - start), or it is not known
+  // which (a mapping the writer does not read page by page, see docs/capture-format.md).
+  std::vector<uint64_t> page_runs;
+  bool operator==(const Mapping&) const = default;
+};
+
+// The process's mappings at one moment: what `memlens rss` explains. Every event numbered
+// below `seq` had happened when the writer started reading them.
+struct MappingsRecord {
+  uint64_t monotonic_ns = 0;  // since ProcessRecord::start_monotonic_ns, as kResident
+  uint64_t seq = 0;
+  uint64_t read_ns = 0;       // how long the reading took
+  uint64_t page_size = 4096;
+  std::vector<Mapping> mappings;  // by address
+  bool operator==(const MappingsRecord&) const = default;
 };
 
 // Strings are interned by the agent: ids 1, 2, 3... per program image, each written once before
