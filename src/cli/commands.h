@@ -27,6 +27,7 @@ CommandRunner AddTimelineCommand(CLI::App* cmd);
 CommandRunner AddHistogramCommand(CLI::App* cmd);
 CommandRunner AddTemporaryCommand(CLI::App* cmd);
 CommandRunner AddMapCommand(CLI::App* cmd);
+CommandRunner AddRssCommand(CLI::App* cmd);
 CommandRunner AddBlocksCommand(CLI::App* cmd);
 CommandRunner AddReportCommand(CLI::App* cmd);
 CommandRunner AddIndexCommand(CLI::App* cmd);

@@ -50,6 +50,8 @@ constexpr CommandEntry kCommands[] = {
      "memlens temporary CAPTURE", "allocations freed at once (reuse them)", AddTemporaryCommand},
     {"map", "The address space of what is in use: regions, gaps, fragmentation",
      "memlens map CAPTURE@peak", "address space in use: regions, gaps", AddMapCommand},
+    {"rss", "Why the process is bigger than its heap: resident memory split into its parts",
+     "memlens rss CAPTURE@peak", "resident memory explained, part by part", AddRssCommand},
     {"blocks", "Every block in use, one by one: address, size, domain, call stack",
      "memlens blocks CAPTURE@peak --json", "every block in use, with its stack", AddBlocksCommand},
     {"report", "One self-contained interactive HTML page", "memlens report CAPTURE -o report.html",

@@ -55,6 +55,14 @@ class AddressMap {
     return true;
   }
 
+  // The block at address into *out; false when none is live there.
+  bool Get(uint64_t address, LiveBlock* out) const {
+    const Slot& s = slots_[Find(address)];
+    if (s.address == kEmpty) return false;
+    *out = s.block;
+    return true;
+  }
+
   size_t size() const { return used_; }
 
   size_t table_bytes() const { return slots_.size() * sizeof(Slot); }

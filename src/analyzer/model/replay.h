@@ -22,6 +22,7 @@
 
 #include "analyzer/model/capture_argument.h"
 #include "analyzer/model/custom_heaps.h"
+#include "analyzer/model/resident_parts.h"
 #include "analyzer/model/stats.h"
 #include "analyzer/reader/capture_reader.h"
 #include "format/sampling_model.h"
@@ -125,6 +126,13 @@ struct ReplayOptions {
   // (memlens.tracemalloc's, reading the analyzer's answers) is not the program's. Worked out
   // from the stack nodes, nothing symbolized (an --exclude pattern symbolizes every stack).
   std::string leave_out_python_file;
+  // Resident memory explained (resident_parts.h): the parts at every mapping sample up to the
+  // snapshot (Profile::resident_samples) and the last of those samples, with Python's arenas
+  // then (Profile::mappings_sample, python_arenas). Needs every event from the start.
+  bool resident_parts = false;
+  // Events from this sequence number on are not replayed (0: no such limit): `memlens rss`
+  // moves its moment back to a mapping sample.
+  uint64_t stop_before_seq = 0;
 };
 
 // One block in use at the snapshot (ReplayOptions::blocks): a heap block (Python's allocator or
@@ -199,6 +207,13 @@ struct Profile {
   uint64_t from_checkpoint_seq = 0;  // the replay started from the snapshot index's state there
   std::vector<TimelinePoint> timeline;  // heap in use at each of the writer's time marks
   std::vector<format::ResidentRecord> resident;  // RSS samples
+  // As ReplayOptions::resident_parts asked: the parts at each mapping sample up to the
+  // snapshot; the last such sample (none in a capture before format 10.0), Python's arenas
+  // then, and whether a block changed between it and the snapshot.
+  std::vector<ResidentSample> resident_samples;
+  std::optional<format::MappingsRecord> mappings_sample;
+  std::vector<Claim> python_arenas;
+  bool blocks_changed_after_sample = false;
   SizeHistogram size_histogram = SizeHistogram(kSizeBuckets);  // every allocation
   std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id, on demand
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked

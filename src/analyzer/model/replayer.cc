@@ -21,6 +21,7 @@ Replayer::Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& op
       sizes_(options.stack_size_histograms),
       thread_filter_(options.thread) {
   sampled_ = p->sample_rate != 0;
+  if (options.resident_parts) resident_ = std::make_unique<ResidentTimeline>();
 }
 
 void Replayer::OnProcess(const format::ProcessRecord& r) {
@@ -97,6 +98,7 @@ void Replayer::StartOver() {
   timeline_ = Timeline();
   checkpoints_ = Checkpoints(options_);
   arenas_ = Arenas();
+  if (resident_) resident_ = std::make_unique<ResidentTimeline>();
   temporaries_ = Temporaries();
   thread_filter_ = ThreadFilter(options_.thread);
   custom_heaps_ = CustomHeaps();
@@ -336,6 +338,7 @@ void Replayer::Play(const format::Event& e) {
     if (stop_seconds_ < 0) stop_seconds_ = p_->SecondsAt(e.seq - 1);
     return;  // past the snapshot
   }
+  if (resident_ && resident_->Due(e.seq)) TakeResidentSamples(e.seq);
   p_->next_seq = e.seq + 1;  // events come in sequence order
   // reset_peak: the peak starts again from what is in use now.
   if (options_.peak_since_seq && !window_open_ && e.seq >= options_.peak_since_seq) {
@@ -365,6 +368,7 @@ void Replayer::Play(const format::Event& e) {
 // An event of the system heap: the malloc family, Python's allocator, mappings, arenas.
 void Replayer::OnHeapEvent(const format::Event& e) {
   LiveBlock block;
+  if (resident_) [[unlikely]] OnResidentEvent(e);
   switch (e.kind) {
     case EventKind::kFree:
       if (heap_.Remove(e.address, &block)) {
@@ -468,6 +472,52 @@ void Replayer::OnHeapEvent(const format::Event& e) {
   }
 }
 
+// Resident memory explained: the blocks by owner as events come (resident_parts.h). A block
+// is looked up here a second time rather than in each case above: only `memlens rss` pays.
+void Replayer::OnResidentEvent(const format::Event& e) {
+  LiveBlock block;
+  switch (e.kind) {
+    case EventKind::kMarker:
+    case EventKind::kSnapshot:
+    case EventKind::kProgramEnd:
+      return;
+    case EventKind::kFree:
+    case EventKind::kReallocOld:
+      if (heap_.Get(e.address, &block)) {
+        resident_->OnBlock(e.address, block.size, HeapWeight(block.size).bytes, false);
+      }
+      break;
+    case EventKind::kReallocFailed: {
+      auto it = realloc_pending_.find(e.thread);
+      if (it != realloc_pending_.end()) {
+        resident_->OnBlock(e.address, it->second.size, HeapWeight(it->second.size).bytes, true);
+      }
+      break;
+    }
+    default:
+      resident_->OnArenaEvent(e);
+      if (format::IsHeapAlloc(e.kind)) {
+        if (heap_.Get(e.address, &block)) {  // its free was dropped
+          resident_->OnBlock(e.address, block.size, HeapWeight(block.size).bytes, false);
+        }
+        resident_->OnBlock(e.address, e.size, HeapWeight(e.size).bytes, true);
+      }
+      break;
+  }
+  resident_->last_change_seq = e.seq;
+}
+
+void Replayer::TakeResidentSamples(uint64_t before_seq) {
+  resident_->Take(
+      before_seq,
+      [this](const auto& claim) {
+        for (const auto& [start, region] : mappings_) {
+          if (region.counted) claim(start, region.end);
+        }
+      },
+      &p_->resident_samples);
+}
+
 void Replayer::SaveEnd(const std::vector<std::string>& metadata, const ReadStatus& status) {
   if (!index_writer_) return;
   timeline_.Take(UINT64_MAX, live_bytes_, live_bytes_var_, p_);
@@ -557,6 +607,8 @@ void Replayer::BeginForkedImage() {
   p.size_histogram = SizeHistogram(kSizeBuckets);
   p.stack_size_histograms.clear();
   p.checkpoints.clear();
+  p.resident_samples.clear();  // the parent's mappings were the parent's
+  if (resident_) resident_->ForgetSamples();
   timeline_ = Timeline();
   checkpoints_ = Checkpoints(options_);
   temporaries_ = Temporaries();
@@ -579,6 +631,14 @@ void Replayer::Finish() {
             p_->anomaly_counts);
   if (options_.address_map) MapAddressSpace();
   if (options_.blocks) ListBlocks();
+  if (resident_) {
+    TakeResidentSamples(stop_seq_);
+    if (const format::MappingsRecord* last = resident_->last()) {
+      p_->mappings_sample = *last;
+      p_->blocks_changed_after_sample = resident_->last_change_seq >= last->seq;
+    }
+    p_->python_arenas = resident_->PythonArenas();
+  }
   // A window that starts after the last event replayed holds what is in use at the end.
   p_->peak_since_bytes = options_.peak_since_seq && !window_open_
                              ? WindowBytes()

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -61,6 +62,9 @@ class Replayer : public format::RecordVisitor {
   }
   void OnTime(const format::TimeRecord& r) override;
   void OnResident(const format::ResidentRecord& r) override { p_->resident.push_back(r); }
+  void OnMappings(const format::MappingsRecord& r) override {
+    if (resident_) resident_->OnMappings(r);
+  }
   void OnPythonCode(const format::PythonCodeRecord& r) override { p_->python_codes[r.id] = r; }
   void OnString(const format::StringRecord& r) override { p_->strings[r.id] = r.text; }
   void OnDrops(const format::DropsRecord& r) override { p_->totals.dropped_events += r.count; }
@@ -113,6 +117,7 @@ class Replayer : public format::RecordVisitor {
   void StartOver();
   void Play(const format::Event& e);
   void OnHeapEvent(const format::Event& e);
+  void OnResidentEvent(const format::Event& e);
   uint64_t ModuleOf(uint64_t ip) const;
   void IndexLoadedSegments();
 
@@ -224,6 +229,8 @@ class Replayer : public format::RecordVisitor {
   Checkpoints checkpoints_;
   SizeHistograms sizes_;
   Arenas arenas_;
+  std::unique_ptr<ResidentTimeline> resident_;  // ReplayOptions::resident_parts
+  void TakeResidentSamples(uint64_t before_seq);
   Temporaries temporaries_;
   ThreadFilter thread_filter_;
   CustomHeaps custom_heaps_;  // the program's own heaps: figures of their own
