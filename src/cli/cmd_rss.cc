@@ -250,9 +250,9 @@ int Rss(const AnalysisOptions& o) {
   Profile p;
   if (!LoadOrComplain(&capture, snapshot, o.filters, replay, &p)) return kExitBadInput;
   if (!p.mappings_sample) {
-    std::cerr << "memlens: '" << path << "' has no sample of the process's mappings before "
-              << p.SnapshotLabel() << " (captures before format 10.0 have none; memlens records "
-              << "one when recording starts and every 100 ms or more)\n";
+    std::cerr << "memlens: '" << path << "' has no mapping samples at or before "
+              << p.SnapshotLabel() << " (captures before format 10.0 have none; memlens samples "
+              << "the process's mappings when recording starts, then every 100 ms or more)\n";
     return kExitBadInput;
   }
   std::string moment = p.SnapshotLabel();
