@@ -75,7 +75,9 @@ Runs ScanPageRuns(ProcFiles* files, uint64_t page, format::Mapping* m, PageRegio
   return Runs::kRead;
 }
 
-bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool IsHex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 // Reads an unsigned number in `base` (16 or 10) at the front of *s; false when none.
 bool TakeNumber(std::string_view* s, int base, uint64_t* value) {

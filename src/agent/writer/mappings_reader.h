@@ -10,9 +10,10 @@
 // (cli/hosted_writer.cc, /proc/PID of the program). Inside the program it must not wait on the
 // program: it reads with pread through ProcFiles (no stdio and its locks), and never asks the
 // allocator about its state (mallinfo and malloc_info lock every arena and walk every free
-// chunk: the program's mallocs would wait for them). The kernel takes the process's mmap lock for reading
-// while it lists mappings and page tables, a piece at a time: the program's mmap and munmap
-// wait for at most one piece; how often that happens is the caller's rule (writer_core.cc).
+// chunk: the program's mallocs would wait for them). The kernel takes the process's mmap lock
+// for reading while it lists mappings and page tables, a piece at a time: the program's mmap
+// and munmap wait for at most one piece; how often that happens is the caller's rule
+// (writer_core.cc).
 #pragma once
 
 #include <sys/types.h>
