@@ -13,8 +13,9 @@
 namespace memlens::agent {
 namespace {
 
-constexpr int kSlots = 4;
-std::atomic<int> g_fds[kSlots] = {-1, -1, -1, -1};
+// The capture or the exchange, and the writer's /proc/self statm, smaps and pagemap.
+constexpr int kSlots = 6;
+std::atomic<int> g_fds[kSlots] = {-1, -1, -1, -1, -1, -1};
 std::atomic<bool> g_locked{false};
 
 // Above the numbers programs use (the first free ones, and the 10s that shells dup2 to), yet

@@ -1,6 +1,7 @@
 // src/agent/owned_fds.h
 //
-// The descriptors the agent keeps open inside the program (the capture, /proc/self/statm).
+// The descriptors the agent keeps open inside the program (the capture, and the writer's
+// /proc/self statm, smaps and pagemap).
 // A program may close every descriptor it inherited (a close loop, closefrom, close_range,
 // Python's os.closerange) and then open files of its own: had the agent's descriptor been
 // closed, the next file the program opened would get its number and the agent's chunks would

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agent/writer/exchange.h"
+#include "agent/writer/mappings_reader.h"
 #include "agent/writer/writer_core.h"
 #include "base/private_file.h"
 
@@ -142,6 +143,9 @@ class ExchangeIo : public agent::WriterIo {
     text[n] = '\0';
     return agent::ResidentBytesOfStatm(text, bytes);
   }
+  bool Mappings(uint64_t max_pages, format::MappingsRecord* out) override {
+    return agent::ReadMappings(&proc_, max_pages, out);
+  }
   bool Write(const std::string& bytes) override {
     if (s_->failed) return false;
     size_t done = 0;
@@ -170,6 +174,9 @@ class ExchangeIo : public agent::WriterIo {
   uint32_t image_;
   uint32_t attached_;  // the exchange's `attached` when this image's writer started
   int statm_ = -1;
+  // smaps and pagemap name the memory of the image they were opened on: this image's (it is
+  // published once it runs, after its exec).
+  agent::ProcDirFiles proc_{"/proc/" + std::to_string(s_->pid)};
   uint64_t dropped_taken_ = 0;
   std::unique_ptr<bool[]> announced_;  // by slot: the writer's own, never the program's
   std::vector<void*> stacks_;

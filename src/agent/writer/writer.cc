@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -31,6 +32,7 @@
 #include "agent/recorder/sampler.h"
 #include "agent/recorder/thread_buffer.h"
 #include "agent/writer/hosted.h"
+#include "agent/writer/mappings_reader.h"
 #include "agent/writer/module_scanner.h"
 #include "agent/writer/writer_core.h"
 #include "base/monotonic_clock.h"
@@ -45,12 +47,64 @@ namespace {
 
 pthread_t g_writer_thread;
 
+// The files of /proc/self the writer reads, on descriptors the agent owns (owned_fds.h): each
+// read holds the owned descriptors' lock around its one system call, and a descriptor the
+// program closed with a raw system call is opened again for the next reading.
+class SelfFiles : public ProcFiles {
+ public:
+  static constexpr int kStatm = 2;  // after ProcFiles' kSmaps and kPagemap
+  // Before the program runs: opened later, a file could get a number the program has just
+  // closed and is about to reuse.
+  void Open() {
+    for (int file = 0; file < kCount; ++file) {
+      int fd = open(kPaths[file], O_RDONLY | O_CLOEXEC);
+      slots_[file] = fd >= 0 ? OwnFd(fd) : -1;
+    }
+  }
+  void Close() {
+    for (int& slot : slots_) {
+      DisownFd(slot, true);
+      slot = -1;
+    }
+  }
+  ssize_t Read(File file, void* buffer, size_t size, uint64_t offset) override {
+    return Read(static_cast<int>(file), buffer, size, offset);
+  }
+  int ScanPagemap(void* arg) override {
+    LockOwnedFds();
+    int fd = FdOf(slots_[kPagemap]);
+    int n = fd >= 0 ? ioctl(fd, kPagemapScanRequest, arg) : -1;
+    int error = fd >= 0 ? errno : EBADF;
+    UnlockOwnedFds();
+    errno = error;
+    return n;
+  }
+  ssize_t Read(int file, void* buffer, size_t size, uint64_t offset) {
+    LockOwnedFds();
+    int fd = FdOf(slots_[file]);
+    ssize_t n = fd >= 0 ? pread(fd, buffer, size, static_cast<off_t>(offset)) : -1;
+    int error = errno;
+    UnlockOwnedFds();
+    if (n < 0 && error == EBADF && slots_[file] >= 0) {  // closed by a raw system call
+      int reopened = open(kPaths[file], O_RDONLY | O_CLOEXEC);
+      if (reopened >= 0) ReplaceFd(slots_[file], reopened);
+    }
+    return n;
+  }
+
+ private:
+  static constexpr int kCount = 3;
+  static constexpr const char* kPaths[kCount] = {"/proc/self/smaps", "/proc/self/pagemap",
+                                                 "/proc/self/statm"};
+  int slots_[kCount] = {-1, -1, -1};
+};
+
 // The writer inside the program: it reads the program's memory directly.
 class InProcessIo : public WriterIo {
  public:
-  InProcessIo(int fd_slot, const std::string& path, int statm_slot,
+  InProcessIo(int fd_slot, const std::string& path, const SelfFiles& self,
               const format::ProcessRecord& process)
-      : fd_slot_(fd_slot), statm_slot_(statm_slot), path_(path), process_(process) {
+      : fd_slot_(fd_slot), self_(self), path_(path), process_(process) {
     struct stat st;
     if (fstat(FdOf(fd_slot_), &st) == 0) {
       sink_dev_ = st.st_dev;
@@ -60,8 +114,8 @@ class InProcessIo : public WriterIo {
   ~InProcessIo() override { Close(); }
   void Close() {
     DisownFd(fd_slot_, true);  // -1 when the program took it: nothing closed
-    DisownFd(statm_slot_, true);
-    fd_slot_ = statm_slot_ = -1;
+    fd_slot_ = -1;
+    self_.Close();
   }
 
   void Rings(std::vector<RingView>* out) override {
@@ -103,6 +157,9 @@ class InProcessIo : public WriterIo {
   uint64_t UnrecordedChildren() override { return agent::UnrecordedChildren(); }
   uint64_t StartMonotonicNs() override { return process_.start_monotonic_ns; }
   bool Resident(uint64_t* bytes) override;
+  bool Mappings(uint64_t max_pages, format::MappingsRecord* out) override {
+    return ReadMappings(&self_, max_pages, out);
+  }
   bool Write(const std::string& bytes) override;
   bool ImageReplaced() override { return false; }
 
@@ -110,8 +167,8 @@ class InProcessIo : public WriterIo {
   bool SinkStillOurs();
   void Fail(const char* reason);
 
-  int fd_slot_;     // the capture (owned_fds.h: its number may move)
-  int statm_slot_;  // /proc/self/statm, or -1
+  int fd_slot_;  // the capture (owned_fds.h: its number may move)
+  SelfFiles self_;
   std::string path_;
   dev_t sink_dev_ = 0;  // what fd_slot_ was opened on, checked before each chunk
   ino_t sink_ino_ = 0;
@@ -124,9 +181,9 @@ class InProcessIo : public WriterIo {
 struct InProcessWriter {
   InProcessIo io;
   Writer writer;
-  InProcessWriter(int fd_slot, const std::string& path, int statm_slot,
+  InProcessWriter(int fd_slot, const std::string& path, const SelfFiles& self,
                   const format::ProcessRecord& process, bool write_file_header)
-      : io(fd_slot, path, statm_slot, process), writer(&io, g_control, write_file_header) {}
+      : io(fd_slot, path, self, process), writer(&io, g_control, write_file_header) {}
 };
 
 InProcessWriter* g_writer = nullptr;
@@ -153,15 +210,7 @@ void* WriterMain(void* arg) {
 // Resident memory beside the heap shows what the allocator keeps from the system.
 bool InProcessIo::Resident(uint64_t* bytes) {
   char text[128];
-  LockOwnedFds();
-  int fd = FdOf(statm_slot_);
-  ssize_t n = fd >= 0 ? pread(fd, text, sizeof text - 1, 0) : -1;
-  int error = errno;
-  UnlockOwnedFds();
-  if (n < 0 && error == EBADF && statm_slot_ >= 0) {  // closed by a raw system call: open again
-    int reopened = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (reopened >= 0) ReplaceFd(statm_slot_, reopened);
-  }
+  ssize_t n = self_.Read(SelfFiles::kStatm, text, sizeof text - 1, 0);
   if (n <= 0) return false;
   text[n] = '\0';
   return ResidentBytesOfStatm(text, bytes);
@@ -264,8 +313,8 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
                  bool write_file_header) {
   // Opened here, before the program runs: opened later, it could get a number the program has
   // just closed and is about to reuse.
-  int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  int statm_slot = statm >= 0 ? OwnFd(statm) : -1;
+  SelfFiles self;
+  self.Open();
   delete g_writer;  // the last span's, finished (agent.cc starts no writer while one runs)
   g_control->stop_requested.store(0, std::memory_order_relaxed);
   g_control->paused.store(0, std::memory_order_relaxed);
@@ -276,7 +325,7 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
     b->announced = false;
     Writer::ForgetThreadStacks(b->writer_stacks);
   }
-  g_writer = new InProcessWriter(fd_slot, path, statm_slot, process, write_file_header);
+  g_writer = new InProcessWriter(fd_slot, path, self, process, write_file_header);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything

@@ -25,6 +25,14 @@ constexpr size_t kChunkEvents = 1 << 16;  // events per chunk: see docs/agent.md
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
 constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
 constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sampled
+// The mappings (kMappings, for memlens rss) are read at most every 100 ms, the timeline's
+// period, and the next reading starts no sooner than 100 times the last one's duration after
+// its start: a reading costs at most 1% of one core, and a process with many mappings (or
+// much memory to look up page by page) is read less often, not at a greater cost.
+constexpr uint64_t kMappingsPeriodNs = 100 * 1000000ull;
+constexpr uint64_t kMappingsCostFactor = 100;
+// Pages looked up in pagemap per reading, in all (8 bytes each): 4 GiB of address space.
+constexpr uint64_t kMaxPagemapBytes = uint64_t{4} << 30;
 constexpr size_t kMaxMetaBytes = 8 << 20;  // stack nodes etc. per chunk (chunks stay < 64 MiB)
 
 }  // namespace
@@ -77,6 +85,7 @@ void Writer::Run() {
   if (write_file_header_) io_->Write(format::EncodeFileHeader());
   if (io_->pipelined()) pipeline_ = std::make_unique<ChunkPipeline>(io_);
   io_->Begin(&meta_encoder_, &meta_);
+  MaybeSampleMappings(true);
   Flush();
   for (;;) {
     const uint32_t wake_seen = control_->wake.load(std::memory_order_acquire);
@@ -98,7 +107,8 @@ void Writer::Run() {
     control_->rounds.fetch_add(1, std::memory_order_release);
     MaybeRecordTime(stopping);
     MaybeSampleResident(stopping);
-    if (stopping) break;
+    if (stopping) break;  // the last reading of the mappings comes with the END record
+    MaybeSampleMappings(false);
     uint64_t now = MonotonicNs();
     if (event_encoder_.pending_events() >= kChunkEvents || meta_.size() >= kMaxMetaBytes ||
         now - last_flush_ns_ >= kFlushIntervalNs) {
@@ -119,6 +129,7 @@ void Writer::Run() {
 }
 
 void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
+  MaybeSampleMappings(true);  // what the image held at its end (exit or exec)
   MaybeRecordTime(true);
   uint64_t dropped = io_->TakeDroppedEvents();
   if (dropped) meta_encoder_.Drops({dropped});
@@ -396,6 +407,36 @@ void Writer::MaybeSampleResident(bool force) {
   last_resident_ns_ = now;
   uint64_t bytes = 0;
   if (io_->Resident(&bytes)) meta_encoder_.Resident({now - io_->StartMonotonicNs(), bytes});
+}
+
+// The process's mappings and what of each is resident (kMappings: docs/agent.md, "Resident
+// memory"), from /proc/PID/smaps and pagemap. Nothing here waits on the program: no allocator
+// call (mallinfo and malloc_info lock every arena and walk every free chunk, stalling the
+// program's mallocs for tens of ms with millions of free chunks; the allocator's share is
+// worked out offline from the live blocks and these mappings). The kernel takes the process's
+// mmap lock for reading while it lists mappings and page tables, a piece at a time: the
+// program's page faults go on, its mmap and munmap wait for at most one piece, and the period
+// rule above keeps that to 1% of the time.
+void Writer::MaybeSampleMappings(bool force) {
+  const uint64_t now = MonotonicNs();
+  const uint64_t since = now - last_mappings_ns_;
+  if (!force &&
+      (since < kMappingsPeriodNs || since < kMappingsCostFactor * last_mappings_cost_ns_)) {
+    return;
+  }
+  // Taken before the reading starts: every event numbered below it happened before.
+  const uint64_t seq = io_->NextSeq(drained_next_);
+  const uint64_t start = MonotonicNs();
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const bool read = io_->Mappings(kMaxPagemapBytes / page, &mappings_);
+  const uint64_t end = MonotonicNs();
+  last_mappings_ns_ = start;
+  last_mappings_cost_ns_ = end - start;
+  if (!read) return;
+  mappings_.monotonic_ns = start - io_->StartMonotonicNs();
+  mappings_.seq = seq;
+  mappings_.read_ns = end - start;
+  meta_encoder_.Mappings(mappings_);
 }
 
 void Writer::Flush(bool written) {

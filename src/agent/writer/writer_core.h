@@ -66,6 +66,9 @@ class WriterIo {
   virtual uint64_t StartMonotonicNs() = 0;
   // The process's resident bytes; false when they cannot be read.
   virtual bool Resident(uint64_t* bytes) = 0;
+  // The process's mappings (ReadMappings, mappings_reader.h: out->mappings and page_size, the
+  // writer sets the rest), page runs for at most max_pages pages; false when not readable.
+  virtual bool Mappings(uint64_t max_pages, format::MappingsRecord* out) = 0;
   // Appends to the capture; false (after saying why once) when it cannot.
   virtual bool Write(const std::string& bytes) = 0;
   // The program replaced its image (exec) while the writer was paused: its writer is done.
@@ -107,6 +110,7 @@ class Writer {
   void RescanModules();
   void MaybeRecordTime(bool force);
   void MaybeSampleResident(bool force);
+  void MaybeSampleMappings(bool force);
   // Ends the chunk. `written`: returns once it is in the capture (a pipelined writer otherwise
   // hands it to its pipeline and goes on).
   void Flush(bool written = false);
@@ -138,6 +142,9 @@ class Writer {
   uint64_t last_flush_ns_ = 0;
   uint64_t last_liveness_check_ns_ = 0;
   uint64_t last_resident_ns_ = 0;
+  uint64_t last_mappings_ns_ = 0;       // when the last reading of the mappings started
+  uint64_t last_mappings_cost_ns_ = 0;  // and how long it took
+  format::MappingsRecord mappings_;     // kept: its vectors' room serves the next reading
   uint32_t batch_thread_ = 0;
   bool in_batch_ = false;
 };

@@ -18,6 +18,7 @@
 
 #include "analyzer/reader/capture_reader.h"
 #include "base/memory_file.h"
+#include "format/record_decoder.h"
 
 namespace memlens::agent {
 namespace {
@@ -81,6 +82,7 @@ class FakeIo : public WriterIo {
   uint64_t UnrecordedChildren() override { return 0; }
   uint64_t StartMonotonicNs() override { return 0; }
   bool Resident(uint64_t*) override { return false; }
+  bool Mappings(uint64_t, format::MappingsRecord*) override { return false; }
   bool Write(const std::string& bytes) override {
     capture += bytes;
     return true;
@@ -200,6 +202,82 @@ TEST(WriterPipelined, AFlushIsDoneOnlyOnceItsChunkIsWritten) {
   control.wake.fetch_add(1);
   writer.join();
   EXPECT_GE(io.Chunks().size(), 3u);  // and the END record's
+}
+
+// The mappings are read as the program starts and before each END record, and in between at
+// most every 100 ms and no sooner than 100 times the last reading's duration after its start.
+class MappingsIo : public FakeIo {
+ public:
+  std::chrono::milliseconds cost{0};
+  int readings = 0;
+  bool Mappings(uint64_t max_pages, format::MappingsRecord* out) override {
+    EXPECT_GT(max_pages, 0u);
+    ++readings;
+    std::this_thread::sleep_for(cost);
+    out->page_size = 4096;
+    out->mappings.assign(1, {});
+    out->mappings[0].start = 0x10000;
+    out->mappings[0].end = 0x20000;
+    out->mappings[0].rss = 0x3000;
+    out->mappings[0].page_runs = {1, 2};
+    return true;
+  }
+};
+
+class MappingsSeen final : public format::RecordVisitor {
+ public:
+  std::vector<format::MappingsRecord> records;
+  void OnMappings(const format::MappingsRecord& r) override { records.push_back(r); }
+};
+
+std::vector<format::MappingsRecord> MappingsOf(const std::string& capture) {
+  MappingsSeen seen;
+  format::DecodeState state;
+  std::string error;
+  for (const std::string& payload : ChunksOf(capture)) {
+    EXPECT_TRUE(format::DecodeRecords(payload, &seen, &error, format::EventDecoding::kDeliver,
+                                      &state))
+        << error;
+  }
+  return seen.records;
+}
+
+TEST(WriterMappings, ReadAtTheStartAndBeforeTheEnd) {
+  MappingsIo io;
+  io.Add(0, format::EventKind::kMalloc, 0x1000, 16, kHasStack, 1, {0, 0x400010});
+  io.Add(1, format::EventKind::kMalloc, 0x2000, 16, kHasStack, 1, {0, 0x400020});
+  WriterControl control;
+  control.stop_requested.store(1);
+  Writer(&io, &control, true).Run();
+  std::vector<format::MappingsRecord> records = MappingsOf(io.capture);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].seq, 0u);  // before any event was drained
+  EXPECT_EQ(records[1].seq, 2u);  // after both
+  EXPECT_EQ(records[1].mappings.size(), 1u);
+  EXPECT_EQ(records[1].mappings[0].page_runs, (std::vector<uint64_t>{1, 2}));
+  EXPECT_GE(records[1].monotonic_ns, records[0].monotonic_ns);
+}
+
+// Runs the writer for `ms` and returns how many readings it took.
+int ReadingsIn(MappingsIo* io, int ms) {
+  WriterControl control;
+  std::thread writer([&] { Writer(io, &control, true).Run(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  control.stop_requested.store(1, std::memory_order_release);
+  control.wake.fetch_add(1);
+  writer.join();
+  return io->readings;
+}
+
+TEST(WriterMappings, AtMostEvery100MsAndAtMostOnePercentOfTheTime) {
+  MappingsIo cheap;
+  // 550 ms: the start's, about 5 more, the end's (a loaded machine may give fewer).
+  const int cheap_readings = ReadingsIn(&cheap, 550);
+  EXPECT_LE(cheap_readings, 2 + 5);
+  EXPECT_GE(cheap_readings, 3);
+  MappingsIo costly;
+  costly.cost = std::chrono::milliseconds(4);  // the next no sooner than 400 ms after
+  EXPECT_LE(ReadingsIn(&costly, 550), 2 + 1);
 }
 
 }  // namespace
