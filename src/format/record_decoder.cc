@@ -298,7 +298,7 @@ bool DecodeMappings(Cursor* c, MappingsRecord* r) {
   const uint64_t page = r->page_size;
   if (page == 0 || (page & (page - 1)) != 0 || page > (uint64_t{1} << 30)) return false;
   const uint64_t max_pages = UINT64_MAX / page;
-  uint64_t count = c->Count(12);  // every mapping takes at least 12 bytes
+  uint64_t count = c->Count(10);  // every mapping takes at least 10 bytes
   r->mappings.reserve(count);
   uint64_t previous_end_pages = 0;
   for (uint64_t i = 0; i < count && c->ok(); ++i) {

@@ -31,6 +31,9 @@ constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sam
 // much memory to look up page by page) is read less often, not at a greater cost.
 constexpr uint64_t kMappingsPeriodNs = 100 * 1000000ull;
 constexpr uint64_t kMappingsCostFactor = 100;
+// A reading the same as the last one written says nothing new: written only once a second, so
+// an idle program's capture grows by a kilobyte or two a second, not ten times that.
+constexpr uint64_t kMappingsHeartbeatNs = 1000 * 1000000ull;
 // Pages looked up in pagemap per reading, in all (8 bytes each): 4 GiB of address space.
 constexpr uint64_t kMaxPagemapBytes = uint64_t{4} << 30;
 constexpr size_t kMaxMetaBytes = 8 << 20;  // stack nodes etc. per chunk (chunks stay < 64 MiB)
@@ -433,10 +436,16 @@ void Writer::MaybeSampleMappings(bool force) {
   last_mappings_ns_ = start;
   last_mappings_cost_ns_ = end - start;
   if (!read) return;
+  if (!force && mappings_.mappings == written_mappings_.mappings &&
+      start - last_mappings_written_ns_ < kMappingsHeartbeatNs) {
+    return;
+  }
   mappings_.monotonic_ns = start - io_->StartMonotonicNs();
   mappings_.seq = seq;
   mappings_.read_ns = end - start;
   meta_encoder_.Mappings(mappings_);
+  last_mappings_written_ns_ = start;
+  std::swap(mappings_, written_mappings_);  // the next reading reuses the older one's room
 }
 
 void Writer::Flush(bool written) {

@@ -145,6 +145,8 @@ class Writer {
   uint64_t last_mappings_ns_ = 0;       // when the last reading of the mappings started
   uint64_t last_mappings_cost_ns_ = 0;  // and how long it took
   format::MappingsRecord mappings_;     // kept: its vectors' room serves the next reading
+  format::MappingsRecord written_mappings_;  // the last reading written
+  uint64_t last_mappings_written_ns_ = 0;
   uint32_t batch_thread_ = 0;
   bool in_batch_ = false;
 };

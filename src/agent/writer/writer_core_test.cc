@@ -210,6 +210,7 @@ class MappingsIo : public FakeIo {
  public:
   std::chrono::milliseconds cost{0};
   int readings = 0;
+  bool growing = false;  // each reading finds one more page resident (up to 15)
   bool Mappings(uint64_t max_pages, format::MappingsRecord* out) override {
     EXPECT_GT(max_pages, 0u);
     ++readings;
@@ -218,8 +219,8 @@ class MappingsIo : public FakeIo {
     out->mappings.assign(1, {});
     out->mappings[0].start = 0x10000;
     out->mappings[0].end = 0x20000;
-    out->mappings[0].rss = 0x3000;
-    out->mappings[0].page_runs = {1, 2};
+    out->mappings[0].rss = growing ? 0x1000 * std::min(readings, 15) : 0x3000;
+    out->mappings[0].page_runs = growing ? std::vector<uint64_t>{} : std::vector<uint64_t>{1, 2};
     return true;
   }
 };
@@ -278,6 +279,19 @@ TEST(WriterMappings, AtMostEvery100MsAndAtMostOnePercentOfTheTime) {
   MappingsIo costly;
   costly.cost = std::chrono::milliseconds(4);  // the next no sooner than 400 ms after
   EXPECT_LE(ReadingsIn(&costly, 550), 2 + 1);
+}
+
+// A reading the same as the last one written is left out, but for one a second; one that
+// differs is written.
+TEST(WriterMappings, TheSameReadingIsWrittenOnceASecond) {
+  MappingsIo same;
+  ReadingsIn(&same, 550);
+  EXPECT_GE(same.readings, 3);
+  EXPECT_EQ(MappingsOf(same.capture).size(), 2u);  // the start's and the end's
+  MappingsIo growing;
+  growing.growing = true;
+  ReadingsIn(&growing, 550);
+  EXPECT_EQ(MappingsOf(growing.capture).size(), static_cast<size_t>(growing.readings));
 }
 
 }  // namespace

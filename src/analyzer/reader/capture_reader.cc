@@ -71,6 +71,7 @@ class OrderingVisitor final : public format::RecordVisitor {
   void OnDrops(const format::DropsRecord& r) override { out_->OnDrops(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { out_->OnPythonCode(r); }
   void OnResident(const format::ResidentRecord& r) override { out_->OnResident(r); }
+  void OnMappings(const format::MappingsRecord& r) override { out_->OnMappings(r); }
   void OnString(const format::StringRecord& r) override { out_->OnString(r); }
   void OnSampling(const format::SamplingRecord& r) override { out_->OnSampling(r); }
 

@@ -28,6 +28,7 @@ class RecordTape final : public format::RecordVisitor {
   void OnDrops(const format::DropsRecord& r) override { Rare(r); }
   void OnPythonCode(const format::PythonCodeRecord& r) override { Rare(r); }
   void OnResident(const format::ResidentRecord& r) override { Rare(r); }
+  void OnMappings(const format::MappingsRecord& r) override { Rare(r); }
   void OnString(const format::StringRecord& r) override { Rare(r); }
   void OnSampling(const format::SamplingRecord& r) override { Rare(r); }
   void OnStackNode(const format::StackNodeRecord& r) override {
@@ -71,7 +72,7 @@ class RecordTape final : public format::RecordVisitor {
       std::variant<format::ProcessRecord, format::ModuleRecord, format::ModuleUnloadRecord,
                    format::ThreadRecord, format::TimeRecord, format::EndRecord, format::DropsRecord,
                    format::PythonCodeRecord, format::ResidentRecord, format::StringRecord,
-                   format::SamplingRecord>;
+                   format::SamplingRecord, format::MappingsRecord>;
   static constexpr size_t kChunkEvents = size_t{1} << 17;
   enum Kind : uint8_t { kEvents, kNodes, kRare };
   struct Entry {
@@ -103,6 +104,7 @@ class RecordTape final : public format::RecordVisitor {
   static void Deliver(format::RecordVisitor* v, const format::DropsRecord& r) { v->OnDrops(r); }
   static void Deliver(format::RecordVisitor* v, const format::PythonCodeRecord& r) { v->OnPythonCode(r); }
   static void Deliver(format::RecordVisitor* v, const format::ResidentRecord& r) { v->OnResident(r); }
+  static void Deliver(format::RecordVisitor* v, const format::MappingsRecord& r) { v->OnMappings(r); }
   static void Deliver(format::RecordVisitor* v, const format::StringRecord& r) { v->OnString(r); }
   static void Deliver(format::RecordVisitor* v, const format::SamplingRecord& r) { v->OnSampling(r); }
 
