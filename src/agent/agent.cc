@@ -42,6 +42,7 @@
 #include "agent/fatal_signals.h"
 #include "agent/got/got_patcher.h"
 #include "agent/hooks/real_functions.h"
+#include "agent/own_mappings.h"
 #include "agent/owned_fds.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
@@ -428,6 +429,7 @@ void InitializeOnce() {
     return;
   }
   real::EnsureResolved();
+  WatchOwnMappings();  // before the recorder maps its tables: memlens rss counts them as ours
   g_preloaded = PreloadNamesAgent(getenv("LD_PRELOAD"));
   const char* follow = getenv("MEMLENS_FOLLOW_CHILDREN");
   g_following_children = g_preloaded && follow && *follow == '/';

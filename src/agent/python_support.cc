@@ -17,6 +17,7 @@
 #include "agent/recorder/recorder.h"
 #include "agent/recorder/sampler.h"
 #include "agent/writer/hosted.h"
+#include "base/raw_mapping.h"
 
 namespace memlens::agent {
 
@@ -182,9 +183,8 @@ void AttachPython() {
     SayToUser(message);
     return;
   }
-  void* mem = mmap(nullptr, kMaxCodes * sizeof(std::atomic<PythonCodeInfo*>), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (mem == MAP_FAILED) return;
+  void* mem = MapZeroed(kMaxCodes * sizeof(std::atomic<PythonCodeInfo*>));
+  if (!mem) return;
   g_codes = static_cast<std::atomic<PythonCodeInfo*>*>(mem);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   auto attach = handle ? reinterpret_cast<MemlensPythonAttach>(dlsym(handle, "memlens_python_attach"))

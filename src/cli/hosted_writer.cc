@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/own_mappings.h"
 #include "agent/writer/exchange.h"
 #include "agent/writer/mappings_reader.h"
 #include "agent/writer/writer_core.h"
@@ -144,7 +145,9 @@ class ExchangeIo : public agent::WriterIo {
     return agent::ResidentBytesOfStatm(text, bytes);
   }
   bool Mappings(uint64_t max_pages, format::MappingsRecord* out) override {
-    return agent::ReadMappings(&proc_, max_pages, out);
+    if (!agent::ReadMappings(&proc_, max_pages, out)) return false;
+    agent::ListOwnMappings(h_->own_mappings, &out->own);  // numbers only: nothing to trust
+    return true;
   }
   bool Write(const std::string& bytes) override {
     if (s_->failed) return false;

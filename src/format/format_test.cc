@@ -288,6 +288,7 @@ TEST(Records, MappingsRoundTripAndImpossibleOnesAreCorrupt) {
   Mapping shm{0x7f0000010000, 0x7f0000011000, Mapping::kRead | Mapping::kShared, 0, 7,
               "/dev/shm/x", 0x1000, 0, 0, {}};
   sample.mappings = {heap, lib, shm};
+  sample.own = {{0x7f0000020000, 65592}, {0x7f0000040000, 4096}};
   std::string payload;
   RecordEncoder enc(&payload);
   enc.Mappings(sample);

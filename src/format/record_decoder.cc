@@ -330,6 +330,14 @@ bool DecodeMappings(Cursor* c, MappingsRecord* r) {
     }
     r->mappings.push_back(std::move(m));
   }
+  uint64_t own = c->Count(2);
+  uint64_t previous_start = 0;
+  for (uint64_t i = 0; i < own && c->ok(); ++i) {
+    uint64_t gap = c->Varint(), bytes = c->Varint();
+    if (gap > UINT64_MAX - previous_start || bytes > UINT64_MAX - previous_start - gap) return false;
+    previous_start += gap;
+    r->own.push_back({previous_start, bytes});
+  }
   return c->ok();
 }
 

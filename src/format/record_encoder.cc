@@ -137,6 +137,13 @@ void RecordEncoder::Mappings(const MappingsRecord& r) {
     for (uint64_t run : m.page_runs) PutVarint(out_, run);
     previous_end = m.end;
   }
+  PutVarint(out_, r.own.size());
+  uint64_t previous_start = 0;
+  for (const auto& [start, bytes] : r.own) {
+    PutVarint(out_, start - previous_start);
+    PutVarint(out_, bytes);
+    previous_start = start;
+  }
 }
 
 void RecordEncoder::String(const StringRecord& r) {

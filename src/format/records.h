@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/sampling_model.h"
@@ -311,6 +312,9 @@ struct MappingsRecord {
   uint64_t read_ns = 0;       // how long the reading took
   uint64_t page_size = 4096;
   std::vector<Mapping> mappings;  // by address
+  // What memlens mapped for itself in the process (its rings and tables): (start, bytes), by
+  // start. The kernel may join them with the program's memory beside them.
+  std::vector<std::pair<uint64_t, uint64_t>> own;
   bool operator==(const MappingsRecord&) const = default;
 };
 

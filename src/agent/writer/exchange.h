@@ -39,7 +39,15 @@ struct WriterControl {
   std::atomic<uint64_t> flush_done{0};       // ...and the last one written to the file
 };
 
-inline constexpr uint64_t kExchangeMagic = 0x31787868736d6c6dull;  // "mlmshxx1"
+// One mapping the agent made for itself (own_mappings.h): start 0 is a free slot, bytes 0 one
+// being filled or emptied.
+struct OwnMappingSlot {
+  std::atomic<uint64_t> start{0};
+  std::atomic<uint64_t> bytes{0};
+};
+inline constexpr size_t kOwnMappingSlots = 128;
+
+inline constexpr uint64_t kExchangeMagic = 0x32787868736d6c6dull;  // "mlmshxx2"
 inline constexpr size_t kExchangePage = 4096;
 inline constexpr size_t kExchangeLogBytes = size_t{16} << 20;
 inline constexpr uint32_t kExchangeSlots = 512;  // threads recorded at once (more: dropped)
@@ -74,6 +82,8 @@ struct ExchangeHeader {
   // for it no more (hosted.h, HostedWriterGone).
   std::atomic<int32_t> host_pid;
   std::atomic<uint32_t> host_gone;
+  // What this image's agent mapped for itself outside the exchange (own_mappings.h).
+  OwnMappingSlot own_mappings[kOwnMappingSlots];
 };
 static_assert(sizeof(ExchangeHeader) <= kExchangePage);
 

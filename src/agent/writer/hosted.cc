@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "agent/own_mappings.h"
 #include "agent/owned_fds.h"
 #include "agent/recorder/recorder.h"
 #include "agent/writer/module_scanner.h"
@@ -137,6 +138,7 @@ bool AttachExchange() {
       syscall(SYS_munmap, page, kExchangePage);
     }
   }
+  CopyOwnMappingsTo(header->own_mappings);  // an exec's new image lists its own
   g_log = static_cast<uint8_t*>(mem) + kExchangeLogOffset;
   g_control = &header->control;
   g_control_shared = true;

@@ -26,6 +26,7 @@
 #include "agent/agent.h"
 #include "agent/api/string_table.h"
 #include "agent/hooks/real_functions.h"
+#include "agent/own_mappings.h"
 #include "agent/owned_fds.h"
 #include "agent/python_support.h"
 #include "agent/recorder/recorder.h"
@@ -158,7 +159,9 @@ class InProcessIo : public WriterIo {
   uint64_t StartMonotonicNs() override { return process_.start_monotonic_ns; }
   bool Resident(uint64_t* bytes) override;
   bool Mappings(uint64_t max_pages, format::MappingsRecord* out) override {
-    return ReadMappings(&self_, max_pages, out);
+    if (!ReadMappings(&self_, max_pages, out)) return false;
+    ListOwnMappings(OwnMappingSlots(), &out->own);
+    return true;
   }
   bool Write(const std::string& bytes) override;
   bool ImageReplaced() override { return false; }

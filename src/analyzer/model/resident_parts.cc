@@ -56,7 +56,11 @@ Owner BaseOwner(const format::MappingsRecord& sample, size_t i,
   if (name == "[vdso]" || name == "[vvar]" || name == "[vsyscall]" || name == "[vvar_vclock]") {
     return Owner::kKernel;
   }
-  if (Contains(name, "memlens")) return Owner::kMemlens;
+  // memlens's exchange with memlens run, its named mappings (raw_mapping.h), its libraries.
+  if (name.rfind("/memfd:memlens", 0) == 0 || name.rfind("[anon:memlens", 0) == 0 ||
+      (m.inode != 0 && name.find("/libmemlens") != std::string::npos)) {
+    return Owner::kMemlens;
+  }
   if ((m.flags & Mapping::kShared) || name.rfind("/dev/shm/", 0) == 0 ||
       name.rfind("/memfd:", 0) == 0 || name.rfind("/SYSV", 0) == 0) {
     return Owner::kShared;
@@ -69,9 +73,10 @@ Owner BaseOwner(const format::MappingsRecord& sample, size_t i,
   if (Contains(name, "pymalloc")) return Owner::kPymalloc;
   const Mapping* previous = i ? &sample.mappings[i - 1] : nullptr;
   const bool after_previous = previous && previous->end == m.start;
-  // A library's bss: anonymous, right after its file's last mapping.
-  if (after_previous && before.back() == Owner::kCodeAndData && previous->inode != 0) {
-    return Owner::kCodeAndData;
+  // A library's bss: anonymous, right after its file's last (private) mapping.
+  if (after_previous && previous->inode != 0 && !(previous->flags & Mapping::kShared) &&
+      (before.back() == Owner::kCodeAndData || before.back() == Owner::kMemlens)) {
+    return before.back();
   }
   // A heap of one of glibc's other arenas: 64 MiB-aligned, its unused end PROT_NONE.
   if (m.start % kArenaHeapBytes == 0) {
@@ -150,8 +155,13 @@ std::vector<MappingPiece> ClassifyMappings(const format::MappingsRecord& sample,
     if (it == maps.begin() || address >= std::prev(it)->end) return maps.size();
     return static_cast<size_t>(std::prev(it) - maps.begin());
   };
-  // Claims, with the blocks malloc mapped on their own: a large block outside its arenas.
+  // Claims: memlens's own memory, the replay's, and the blocks malloc mapped on their own (a
+  // large block outside its arenas).
   std::vector<Claim> claims = claim_set.claims;
+  for (const auto& [start, bytes] : sample.own) {
+    const uint64_t end = (start + bytes + sample.page_size - 1) & ~(sample.page_size - 1);
+    claims.push_back({start, end, Owner::kMemlens});
+  }
   for (const auto& [address, size] : claim_set.large_blocks) {
     size_t i = mapping_at(address);
     if (i == maps.size() || base[i] == Owner::kMallocMain || base[i] == Owner::kMallocArena) continue;
@@ -165,11 +175,10 @@ std::vector<MappingPiece> ClassifyMappings(const format::MappingsRecord& sample,
   for (size_t i = 0; i < maps.size(); ++i) {
     const Mapping& m = maps[i];
     const size_t first = pieces.size();
-    // Claims explain anonymous memory that the mapping alone does not (or only by its shape).
-    const bool claimable = Anonymous(m) && Accessible(m) &&
-                           (base[i] == Owner::kUnexplained || base[i] == Owner::kStack ||
-                            base[i] == Owner::kCodeAndData) &&
-                           m.name != "[stack]";
+    // Claims explain anonymous memory that the mapping alone does not, or only by its shape
+    // or place (a stack's, a bss): not a named one, nor an arena's heap.
+    const bool claimable = Anonymous(m) && Accessible(m) && m.name.empty() &&
+                           base[i] != Owner::kMallocArena;
     uint64_t at = m.start;
     if (claimable) {
       auto c = std::upper_bound(claims.begin(), claims.end(), m.start,
