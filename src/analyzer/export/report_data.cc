@@ -429,7 +429,8 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
       std::partial_sort(regions.begin(), regions.begin() + limit, regions.end(),
                         [](auto* a, auto* b) { return a->in_use_bytes > b->in_use_bytes; });
       regions.resize(limit);
-      std::sort(regions.begin(), regions.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+      std::sort(regions.begin(), regions.end(),
+                [](auto* a, auto* b) { return a->begin < b->begin; });
     }
     json.Key("regions");
     json.BeginArray();

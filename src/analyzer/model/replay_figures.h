@@ -91,11 +91,12 @@ class Checkpoints {
 // Frames of the address map's playback (ReplayOptions::map_frame_seconds, Profile::map_frames),
 // taken at the first time mark past each moment, as checkpoints are. A frame sorts and clusters
 // the whole live set (address_regions.h), about 45 ms a million blocks: frames x live blocks,
-// which for a live set of tens of millions of blocks would take a minute. So the frames share a budget of kBlockBudget blocks
-// visited, earned evenly: frame k of n is taken only when the blocks visited so far, its own
-// included, stay within k+1 n-ths of the budget. A huge live set then gets fewer frames, still
-// spread over the recording (Profile::map_frames_left_out counts the others); a small one gets
-// them all. Frames past the snapshot (stop_seq) are not taken: the replay stops there.
+// which for 40 frames of 30 million blocks would take a minute. So the frames share a budget of
+// kBlockBudget blocks visited, earned evenly: frame k of n is taken only when the blocks visited
+// so far, its own included, stay within k+1 n-ths of the budget. A huge live set then gets fewer
+// frames, still spread over the recording (Profile::map_frames_left_out counts the others); a
+// small one gets them all. Frames past the snapshot (stop_seq) are not taken: the replay stops
+// there.
 class MapFrames {
  public:
   static constexpr uint64_t kBlockBudget = uint64_t{1} << 24;  // under a second of clustering

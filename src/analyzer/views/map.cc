@@ -22,7 +22,9 @@ MapView SumRegions(const std::vector<AddressRegion>& regions) {
 
 MapView BuildMap(const Profile& p, StackResolver* resolver) {
   MapView view = SumRegions(p.address_map);
-  for (const AddressRegion& r : p.address_map) view.top_sites.push_back(resolver->Site(r.top_stack));
+  for (const AddressRegion& r : p.address_map) {
+    view.top_sites.push_back(resolver->Site(r.top_stack));
+  }
   return view;
 }
 
