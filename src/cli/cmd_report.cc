@@ -2,8 +2,9 @@
 //
 // `memlens report FILE[@SNAPSHOT] [-o report.html]`: one self-contained HTML page that opens
 // offline: summary, flame graphs (peak, in use at the snapshot, all allocations), the timeline
-// with diffs between moments, the TopX table, the size histogram and the address map. The data
-// is built by analyzer/export/report_data.h, the page by report_html.h; docs/report.md.
+// with diffs between moments, the TopX table, the size histogram and the address map with its
+// playback over the recording. The data is built by analyzer/export/report_data.h, the page by
+// report_html.h; docs/report.md.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -29,6 +30,7 @@ struct ReportOptions {
   std::string heap;
   std::string output;
   size_t checkpoints = 40;
+  size_t map_frames = 40;
   size_t max_nodes = 20000;
   bool interpreter_frames = false;  // StackOptions
 };
@@ -77,6 +79,7 @@ std::string DefaultOutput(std::string path) {
 int Report(const ReportOptions& o) {
   if (o.checkpoints < 2 || o.checkpoints > 1000) return Complain("report: --checkpoints must be 2..1000");
   if (o.max_nodes < 100 || o.max_nodes > 1000000) return Complain("report: --max-nodes must be 100..1000000");
+  if (o.map_frames > 1000) return Complain("report: --map-frames must be 0..1000");
   std::string path, error;
   SnapshotSpec snapshot;
   if (!ParseCaptureArgument(o.capture, &path, &snapshot, &error)) return Complain(error);
@@ -86,6 +89,7 @@ int Report(const ReportOptions& o) {
   stacks.interpreter_frames = o.interpreter_frames;
   ReportLimits limits;
   limits.tree_nodes = o.max_nodes;
+  limits.map_frames = o.map_frames;
   CaptureReport report;
   Profile& p = report.profile;
   if (!CapturesIn(path).empty()) {  // a run's directory
@@ -130,6 +134,9 @@ CommandRunner AddReportCommand(CLI::App* cmd) {
   cmd->add_option("-o,--output", o->output, "the HTML file to write (default: CAPTURE.html here)");
   cmd->add_option("--checkpoints", o->checkpoints,
                   "moments spread over the capture the page can diff")->capture_default_str();
+  cmd->add_option("--map-frames", o->map_frames,
+                  "moments spread over the capture the memory map's playback shows (0: none)")
+      ->capture_default_str();
   cmd->add_option("--max-nodes", o->max_nodes,
                   "nodes per flame graph; smaller ones fold into (other)")->capture_default_str();
   AddInterpreterFramesOption(cmd, &o->interpreter_frames);

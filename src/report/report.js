@@ -281,6 +281,10 @@
   const TL = { W: 1000, H: 280, L: 78, R: 12, T: 12, B: 40 };
   const duration = Math.max(data.capture.duration_s || 0, 1e-9);
   let pendingPoint = null;
+  // Who follows a moment clicked on the timeline (the memory map's playback), and the cursor
+  // that shows the moment the map is at: set by renderTimeline, used by renderMap.
+  const momentListeners = [];
+  let showMapCursor = () => {};
 
   function nearestCheckpoint(seconds) {
     let best = 0;
@@ -449,6 +453,15 @@
     const selection = svgEl('rect', { x: 0, y: T, width: 0, height: ph, class: 'selection' });
     const mark = svgEl('line', { x1: 0, x2: 0, y1: T, y2: T + ph, class: 'point-mark', visibility: 'hidden' });
     svg.append(selection, mark);
+    const mapCursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: T + ph, class: 'map-cursor',
+      id: 'timeline-map-cursor', visibility: 'hidden' });
+    mapCursor.append(svgEl('title', {}, 'the memory map\'s moment'));
+    svg.append(mapCursor);
+    showMapCursor = (s) => {
+      mapCursor.setAttribute('x1', X(s));
+      mapCursor.setAttribute('x2', X(s));
+      mapCursor.setAttribute('visibility', 'visible');
+    };
     const overlay = svgEl('rect', { x: L, y: T, width: pw, height: ph, fill: 'transparent', id: 'timeline-plot' });
     svg.append(overlay);
     document.getElementById('timeline-chart').append(legend, svg);
@@ -483,6 +496,7 @@
         return;
       }
       selection.setAttribute('width', 0);
+      for (const follow of momentListeners) follow(end);
       if (pendingPoint === null) {  // one moment: its snapshot
         pendingPoint = end;
         mark.setAttribute('x1', X(end));
@@ -615,6 +629,7 @@
   }
 
   // --- memory map ------------------------------------------------------------------------------
+  function hex(n) { return '0x' + n.toString(16); }
   function renderMap() {
     const m = data.address_map;
     const table = document.getElementById('map-table');
@@ -626,7 +641,7 @@
       const fill = el('span', { class: 'fill' });
       fill.style.width = Math.round(80 * Math.min(1, span ? inUse / span : 0)) + 'px';
       body.append(el('tr', null,
-        el('td', { class: 'fn', text: '0x' + begin.toString(16) + ' - 0x' + end.toString(16) }),
+        el('td', { class: 'fn', text: hex(begin) + ' - ' + hex(end) }),
         el('td', { class: 'num', text: fmtBytes(span) }),
         el('td', { class: 'num', title: fmtCount(inUse) + ' bytes', text: fmtBytes(inUse) + pmBytes(inUseError) }),
         el('td', { class: 'num' }, el('span', { class: 'fill-wrap' }, fill), fmtPct(inUse, span)),
@@ -639,6 +654,109 @@
     document.getElementById('map-info').textContent = fmtCount(m.regions_total) +
       ' regions of live blocks at ' + data.capture.snapshot.label + ' (no gap over 1 MiB inside one)' +
       (m.regions.length < m.regions_total ? '; the ' + fmtCount(m.regions.length) + ' holding most are listed' : '') + '.';
+    renderMapPlayback();
+  }
+
+  // A region's cells (base64, a byte each: 0 empty to 255 full) as a strip: one rectangle per
+  // run of equal cells, its opacity the share in use. Text for assistive technology says how
+  // many parts are full, partly used and empty.
+  function occupancyStrip(cells, kind) {
+    const bytes = atob(cells);
+    const n = bytes.length;
+    const svg = svgEl('svg', { viewBox: '0 0 ' + Math.max(n, 1) + ' 1', preserveAspectRatio: 'none',
+      class: 'strip', role: 'img' });
+    svg.append(svgEl('rect', { x: 0, y: 0, width: Math.max(n, 1), height: 1, class: 'strip-bg' }));
+    let full = 0, empty = 0;
+    for (let i = 0; i < n;) {
+      const v = bytes.charCodeAt(i);
+      let j = i + 1;
+      while (j < n && bytes.charCodeAt(j) === v) ++j;
+      if (v === 255) full += j - i;
+      if (v === 0) empty += j - i;
+      if (v) {
+        svg.append(svgEl('rect', { x: i, y: 0, width: j - i, height: 1, 'fill-opacity': (v / 255).toFixed(3),
+          class: 'strip-cell' + (kind === 'reserved' ? ' reserved' : '') }));
+      }
+      i = j;
+    }
+    svg.setAttribute('aria-label', n + ' parts: ' + full + ' full, ' + (n - full - empty) +
+      ' partly used, ' + empty + ' empty');
+    return svg;
+  }
+
+  // The playback: the frames of address_map.frames, one at a time.
+  function renderMapPlayback() {
+    const frames = data.address_map.frames || [];
+    if (!frames.length) return;
+    document.getElementById('map-playback').hidden = false;
+    const slider = document.getElementById('map-slider');
+    const play = document.getElementById('map-play');
+    slider.max = String(frames.length - 1);
+    let timer = null;
+    function show(index) {
+      const f = frames[index];
+      slider.value = String(index);
+      slider.setAttribute('aria-valuetext', fmtSec(f.seconds));
+      document.getElementById('map-time').textContent = fmtSec(f.seconds) + ' (' + (index + 1) +
+        ' of ' + frames.length + ')';
+      showMapCursor(f.seconds);
+      const figure = (id, bytes, text) => el('b', { id, title: fmtCount(bytes) + ' bytes',
+        data: { bytes: String(bytes) }, text });
+      document.getElementById('map-frame-info').replaceChildren('At ' + fmtSec(f.seconds) + ': ',
+        figure('map-frame-in-use', f.in_use_bytes, fmtBytes(f.in_use_bytes) + pmBytes(f.in_use_bytes_error)),
+        ' in use over ', figure('map-frame-span', f.span_bytes, fmtBytes(f.span_bytes)),
+        ' of address space (', el('b', { id: 'map-frame-fill', text: fmtPct(f.in_use_bytes, f.span_bytes) }),
+        ') in ' + fmtCount(f.regions_total) + ' region' + (f.regions_total === 1 ? '' : 's') +
+        '; largest free gap ', figure('map-frame-gap', f.largest_gap, fmtBytes(f.largest_gap)),
+        f.regions.length < f.regions_total ? '; the ' + f.regions.length + ' holding most are listed.' : '.');
+      const head = el('tr', null, ...['Range', 'Where blocks sit', 'In use', 'Span', 'Fill',
+        'Largest gap', 'Kind', 'Mostly from']
+        .map((t, i) => el('th', { class: (i >= 2 && i <= 5) ? 'num' : '', text: t })));
+      const body = el('tbody');
+      for (const [begin, end, inUse, blocks, gap, kind, frame, cells, inUseError] of f.regions) {
+        const span = end - begin;
+        body.append(el('tr', { data: { begin: hex(begin), end: hex(end) } },
+          el('td', { class: 'fn', text: hex(begin) + ' - ' + hex(end) }),
+          el('td', null, occupancyStrip(cells, kind)),
+          el('td', { class: 'num in-use', title: fmtCount(inUse) + ' bytes in ' + fmtCount(blocks) + ' blocks',
+            data: { bytes: String(inUse) }, text: fmtBytes(inUse) + pmBytes(inUseError) }),
+          el('td', { class: 'num span', title: fmtCount(span) + ' bytes', data: { bytes: String(span) },
+            text: fmtBytes(span) }),
+          el('td', { class: 'num fill-share', text: fmtPct(inUse, span) }),
+          el('td', { class: 'num gap', title: fmtCount(gap) + ' bytes', data: { bytes: String(gap) },
+            text: fmtBytes(gap) }),
+          el('td', { text: kind }),
+          el('td', { class: 'fn', title: frameTitle(frame), text: frameName(frame) + ' ' + frameLocation(frame) })));
+      }
+      document.getElementById('map-frame-table').replaceChildren(el('thead', null, head), body);
+    }
+    function stop() {
+      if (timer !== null) clearInterval(timer);
+      timer = null;
+      play.textContent = 'Play';
+      play.setAttribute('aria-pressed', 'false');
+    }
+    play.addEventListener('click', () => {
+      if (timer !== null) return stop();
+      if (Number(slider.value) >= frames.length - 1) show(0);  // from the start again
+      play.textContent = 'Pause';
+      play.setAttribute('aria-pressed', 'true');
+      timer = setInterval(() => {
+        const next = Number(slider.value) + 1;
+        if (next >= frames.length) return stop();
+        show(next);
+      }, 400);
+    });
+    slider.addEventListener('input', () => { stop(); show(Number(slider.value)); });
+    momentListeners.push((seconds) => {  // a moment clicked on the timeline: the nearest frame
+      let best = 0;
+      for (let i = 1; i < frames.length; ++i) {
+        if (Math.abs(frames[i].seconds - seconds) < Math.abs(frames[best].seconds - seconds)) best = i;
+      }
+      stop();
+      show(best);
+    });
+    show(frames.length - 1);
   }
 
   // --- a run's processes (memlens run --follow-children): the tree, each one's heap over time ---

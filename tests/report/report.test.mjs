@@ -361,3 +361,74 @@ test('a sampled capture\'s figures carry their standard error on the flame graph
   assertClean(opened.seen, opened.url);
   await opened.page.close();
 });
+
+test('the memory map plays over the recording: at a moment of each phase the largest gap and ' +
+     'fill shown are the program\'s own layout', async () => {
+  // fragments: 65 blocks of 16 KiB, then every odd one freed, then the even ones 10..40; it
+  // prints each phase's figures, computed from its own pointers, after the phase's marker.
+  const capture = path.join(work, 'fragments.mlens');
+  const html = path.join(work, 'fragments.html');
+  const printed = memlens('run', '-o', capture, '--', path.join(BUILD, 'tests', 'programs', 'fragments'));
+  const layout = new Map(printed.split('\n').filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l)).map((l) => [l.phase, l]));
+  assert.deepEqual([...layout.keys()], ['filled', 'holes', 'hollow']);
+  assert.equal(layout.get('filled').largest_gap, 16, 'one chunk header between blocks');
+  memlens('report', capture, '-o', html);
+  const { page, seen, url } = await open(html);
+  const data = JSON.parse(await page.locator('#memlens-data').textContent());
+  const frames = data.address_map.frames;
+  assert.equal(frames.length, 40);
+  const markerAt = (name) => data.timeline.markers.find((m) => m[1] === name)[0];
+  const hex = (n) => '0x' + n.toString(16);
+  const pct = (part, whole) => (100 * part / whole).toFixed(1) + '%';
+
+  // The frame nearest the middle of each phase (each lasts 400 ms; frames are 40 over the run).
+  const phases = ['filled', 'holes', 'hollow'];
+  for (const [k, phase] of phases.entries()) {
+    const from = markerAt(phase);
+    const to = k + 1 < phases.length ? markerAt(phases[k + 1]) : data.capture.duration_s;
+    const middle = (from + to) / 2;
+    let index = 0;
+    for (let i = 1; i < frames.length; ++i) {
+      if (Math.abs(frames[i].seconds - middle) < Math.abs(frames[index].seconds - middle)) index = i;
+    }
+    assert.ok(frames[index].seconds > from + 0.05 && frames[index].seconds < to - 0.05,
+      `a frame inside ${phase} (${from}..${to}): ${frames[index].seconds}`);
+    if (phase === 'hollow') {  // by the timeline: a click selects the nearest frame
+      await page.locator('#timeline-svg').scrollIntoViewIfNeeded();
+      const { x, y } = await timelineCoordinates(page);
+      await page.mouse.click(x(frames[index].seconds), y);
+    } else {  // by the slider, from the keyboard
+      await page.locator('#map-slider').focus();
+      await page.keyboard.press('Home');
+      for (let i = 0; i < index; ++i) await page.keyboard.press('ArrowRight');
+    }
+    assert.equal(await page.locator('#map-slider').inputValue(), String(index));
+    assert.match(await page.locator('#map-time').textContent(),
+      new RegExp('^' + frames[index].seconds.toFixed(3).replace('.', '\\.') + ' s'));
+    const known = layout.get(phase);
+    const row = page.locator(`#map-frame-table tbody tr[data-begin="${hex(known.begin)}"]`);
+    assert.equal(await row.count(), 1, `the region of the blocks in ${phase}`);
+    assert.equal(await row.getAttribute('data-end'), hex(known.end));
+    const gap = row.locator('td.gap');
+    assert.equal(await gap.getAttribute('data-bytes'), String(known.largest_gap), `${phase}: gap`);
+    assert.equal((await gap.textContent()).trim(), fmtBytes(known.largest_gap));
+    const inUse = row.locator('td.in-use');
+    assert.equal(await inUse.getAttribute('data-bytes'), String(known.in_use_bytes), `${phase}: in use`);
+    assert.equal((await inUse.textContent()).trim(), fmtBytes(known.in_use_bytes));
+    assert.equal((await row.locator('td.fill-share').textContent()).trim(),
+      pct(known.in_use_bytes, known.end - known.begin), `${phase}: fill`);
+    // The strip: as many parts full as the blocks cover whole.
+    assert.match(await row.locator('svg.strip').getAttribute('aria-label'), /^64 parts: /);
+  }
+  // Playing runs to the last frame and stops.
+  await page.locator('#map-slider').focus();
+  await page.keyboard.press('End');
+  await page.keyboard.press('ArrowLeft');
+  await page.click('#map-play');
+  assert.equal(await page.locator('#map-play').getAttribute('aria-pressed'), 'true');
+  await page.waitForFunction(() => document.getElementById('map-play').textContent === 'Play');
+  assert.equal(await page.locator('#map-slider').inputValue(), String(frames.length - 1));
+  assertClean(seen, url);
+  await page.close();
+});

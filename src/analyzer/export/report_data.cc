@@ -12,6 +12,7 @@
 #include "analyzer/model/capture.h"
 #include "analyzer/model/runtime_allocations.h"
 #include "analyzer/views/call_tree.h"
+#include "analyzer/views/map.h"
 
 namespace memlens::analyzer {
 namespace {
@@ -58,6 +59,25 @@ class Tables {
   std::map<FrameKey, int> frames_;
   std::vector<FrameKey> frame_list_;
 };
+
+// Standard base64 (RFC 4648, padded): a map frame's cells, a byte each, in a third less text
+// than a JSON array of numbers (the page decodes them with atob).
+std::string Base64(const std::vector<uint8_t>& bytes) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = uint32_t{bytes[i]} << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t{bytes[i + 1]} << 8;
+    if (i + 2 < bytes.size()) v |= bytes[i + 2];
+    out += kDigits[(v >> 18) & 63];
+    out += kDigits[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kDigits[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kDigits[v & 63] : '=';
+  }
+  return out;
+}
 
 // --- flame trees -------------------------------------------------------------------------------
 
@@ -398,36 +418,61 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   }
   json.EndArray();
 
-  // Address map: the largest regions, by address.
-  std::vector<const AddressRegion*> regions;
-  for (const auto& r : p.address_map) regions.push_back(&r);
-  if (regions.size() > limits.address_regions) {
-    std::partial_sort(regions.begin(), regions.begin() + limits.address_regions, regions.end(),
-                      [](auto* a, auto* b) { return a->in_use_bytes > b->in_use_bytes; });
-    regions.resize(limits.address_regions);
-    std::sort(regions.begin(), regions.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
-  }
+  // Address map: the largest regions, by address, at the snapshot and in each frame of the
+  // playback. A region: [begin, end, in_use_bytes, blocks, largest_gap, kind, site frame], a
+  // frame's with its cells (base64) after them, and in a sampled capture in_use_bytes_error,
+  // blocks_error last.
+  auto write_regions = [&](const std::vector<AddressRegion>& all, size_t limit, bool cells) {
+    std::vector<const AddressRegion*> regions;
+    for (const auto& r : all) regions.push_back(&r);
+    if (regions.size() > limit) {
+      std::partial_sort(regions.begin(), regions.begin() + limit, regions.end(),
+                        [](auto* a, auto* b) { return a->in_use_bytes > b->in_use_bytes; });
+      regions.resize(limit);
+      std::sort(regions.begin(), regions.end(),
+                [](auto* a, auto* b) { return a->begin < b->begin; });
+    }
+    json.Key("regions");
+    json.BeginArray();
+    for (const AddressRegion* r : regions) {
+      json.BeginArray();
+      json.Uint(r->begin);
+      json.Uint(r->end);
+      json.Uint(r->in_use_bytes);
+      json.Uint(r->blocks);
+      json.Uint(r->largest_gap);
+      json.String(RegionKindName(r->kind));
+      json.Int(tables.Frame(sites[index.Of(r->top_stack)].frame));
+      if (cells) json.String(Base64(r->cells));
+      if (errors.sampled()) {
+        json.Double(errors.Bytes(r->in_use_bytes_var));
+        json.Double(errors.Blocks(r->blocks_var));
+      }
+      json.EndArray();
+    }
+    json.EndArray();
+  };
   json.Key("address_map");
   json.BeginObject();
   json.Field("regions_total", static_cast<uint64_t>(p.address_map.size()));
-  // [begin, end, in_use_bytes, blocks, largest_gap, kind, site frame], and in a sampled
-  // capture in_use_bytes_error, blocks_error.
-  json.Key("regions");
+  write_regions(p.address_map, limits.address_regions, false);
+  // The playback: each frame's figures over all its regions (as `memlens map` sums them), and
+  // its largest regions.
+  json.Field("frames_left_out", p.map_frames_left_out);
+  json.Key("frames");
   json.BeginArray();
-  for (const AddressRegion* r : regions) {
-    json.BeginArray();
-    json.Uint(r->begin);
-    json.Uint(r->end);
-    json.Uint(r->in_use_bytes);
-    json.Uint(r->blocks);
-    json.Uint(r->largest_gap);
-    json.String(RegionKindName(r->kind));
-    json.Int(tables.Frame(sites[index.Of(r->top_stack)].frame));
-    if (errors.sampled()) {
-      json.Double(errors.Bytes(r->in_use_bytes_var));
-      json.Double(errors.Blocks(r->blocks_var));
-    }
-    json.EndArray();
+  for (const MapFrame& f : p.map_frames) {
+    const MapView figures = SumRegions(f.regions);
+    json.BeginObject();
+    json.Field("seconds", f.at_seconds);
+    json.Field("in_use_bytes", figures.in_use_bytes);
+    if (errors.sampled()) json.Field("in_use_bytes_error", errors.Bytes(figures.in_use_bytes_var));
+    json.Field("span_bytes", figures.span_bytes);
+    json.Field("largest_gap", figures.largest_gap);
+    json.Field("reserved_bytes", figures.reserved_bytes);
+    json.Field("regions_total", static_cast<uint64_t>(f.regions.size()));
+    write_regions(f.regions, limits.map_frame_regions, true);
+    json.EndObject();
   }
   json.EndArray();
   json.EndObject();
@@ -474,6 +519,7 @@ bool LoadCaptureReport(const std::string& path, const SnapshotSpec& snapshot,
   ReplayOptions options = replay;
   options.checkpoint_seconds = ReportCheckpointTimes(duration, checkpoints);
   options.address_map = true;
+  options.map_frame_seconds = ReportCheckpointTimes(duration, limits.map_frames);
   if (!LoadProfile(&capture, snapshot, options, &report->profile, error)) return false;
   BuildCaptureReport(stacks, limits, {}, report);
   return true;

@@ -3,9 +3,10 @@
 // The data of the HTML report (`memlens report`), as one compact JSON object: the summary,
 // three call trees for flame graphs (peak, in use at the snapshot, all allocations), each pruned
 // to a node budget with what was cut folded into "(other)" nodes, the timeline (heap, resident,
-// peak), TopX rows by source line, the size histogram, the address map and per-site live bytes
-// at checkpoints spread over the capture (so the page can diff any two moments). The shape is
-// documented in docs/report.md.
+// peak), TopX rows by source line, the size histogram, the address map (at the snapshot, and
+// frames of it over the recording for its playback) and per-site live bytes at checkpoints
+// spread over the capture (so the page can diff any two moments). The shape is documented in
+// docs/report.md.
 //
 // Strings are escaped for embedding in an HTML <script> element: besides JSON's own escapes,
 // <, >, & and U+2028/U+2029 are written as \u escapes (\u003c for <), and bytes that are not
@@ -30,6 +31,11 @@ struct ReportLimits {
   size_t timeline_points = 3000;     // heap and resident series are reduced to this many
   size_t timeline_markers = 1000;    // markers shown on the timeline (every k-th beyond)
   size_t address_regions = 2000;     // largest regions of the address map
+  // The map's playback: frames evenly over the capture (0: none; ReplayOptions::
+  // map_frame_seconds), each listing its largest regions, of 64 cells each (about 150 bytes a
+  // region: 40 frames of 24 regions stay under 150 kB).
+  size_t map_frames = 40;
+  size_t map_frame_regions = 24;
 };
 
 // The checkpoint times (seconds since the start) to ask the replay for, evenly spread over a
@@ -59,8 +65,8 @@ std::string BuildReportData(const Profile& profile, StackResolver* resolver,
                             const std::vector<ReportProcess>& processes = {});
 
 // One capture's report, loaded and built: `memlens report FILE` and the live page's every
-// refresh (`memlens live --web`). Checkpoints evenly over the capture, the address map, the
-// runtime's blocks set apart.
+// refresh (`memlens live --web`). Checkpoints evenly over the capture, the address map and
+// limits.map_frames frames of it, the runtime's blocks set apart.
 struct CaptureReport {
   Profile profile;
   std::unique_ptr<StackResolver> resolver;

@@ -204,12 +204,13 @@ bool ReplayAll(const std::string& path, SnapshotIndexWriter* writer, Profile* fu
                 IndexUse{writer, index, follow});
 }
 
-// The index serves a plain replay (no per-thread view, no extra per-moment figures, no peak
-// since a moment or without a file's blocks, which need every event from the start): a
-// snapshot, or the whole capture when the index has its end.
+// The index serves a plain replay (no per-thread view, no extra per-moment figures: checkpoints
+// or the map's frames, no peak since a moment or without a file's blocks, which need every event
+// from the start): a snapshot, or the whole capture when the index has its end.
 bool IndexServes(const ReplayOptions& options) {
   return !IndexTurnedOff() && options.thread == 0 && options.heap.empty() &&
          options.checkpoint_seconds.empty() && options.checkpoint_seqs.empty() &&
+         options.map_frame_seconds.empty() &&
          !options.stack_size_histograms && options.peak_since_marker.empty() &&
          options.peak_since_seq == 0 && options.leave_out_python_file.empty() &&
          !options.resident_parts && options.stop_before_seq == 0;

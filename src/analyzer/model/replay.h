@@ -93,17 +93,37 @@ struct AddressRegion {
   // begin, end and gaps are those of the recorded blocks (unrecorded ones may lie between).
   uint64_t in_use_bytes_var = 0;
   uint64_t blocks_var = 0;
+  // A frame of the map's playback (MapFrame): the region cut into equal stretches (at most
+  // ReplayOptions::map_frame_cells, one a byte when the region is smaller), each the share of
+  // its bytes that live blocks cover, 0 (none) to 255 (all; any live byte makes it at least 1).
+  // The recorded blocks' real sizes, even in a sampled capture. Empty in the snapshot's map.
+  std::vector<uint8_t> cells;
 };
 inline const char* RegionKindName(AddressRegion::Kind kind) {
   if (kind == AddressRegion::kHeap) return "heap";
   return kind == AddressRegion::kMapping ? "mapping" : "reserved";
 }
 
+// The address map at one moment of the recording (ReplayOptions::map_frame_seconds): a frame of
+// the report's memory-map playback, to see which phase fragments the heap.
+struct MapFrame {
+  double seconds = 0;     // asked for
+  double at_seconds = 0;  // the time mark it was taken at
+  std::vector<AddressRegion> regions;  // by address, each with its cells
+};
+
 // What a replay gathers besides the always-on figures.
 struct ReplayOptions {
   std::vector<double> checkpoint_seconds;  // ascending
   std::vector<uint64_t> checkpoint_seqs;   // ascending: just before these events (markers)
   bool address_map = false;                // cluster the live set at the snapshot
+  // Frames of the address map over the recording (Profile::map_frames): the live set clustered
+  // as for address_map at the first time mark past each of these moments (ascending; none past
+  // the snapshot, where the replay stops), each region with map_frame_cells cells. A frame costs
+  // a pass over the live set: MapFrames (replay_figures.h) bounds the whole and leaves frames
+  // out when the live set is huge. The index cannot serve it (each frame needs the live set).
+  std::vector<double> map_frame_seconds;
+  size_t map_frame_cells = 64;
   // Size histograms per stack (Profile::stack_size_histograms): 768 bytes a stack, so only
   // for the views that show them; the overall histogram is always there.
   bool stack_size_histograms = false;
@@ -218,6 +238,8 @@ struct Profile {
   std::unordered_map<uint64_t, SizeHistogram> stack_size_histograms;  // by stack id, on demand
   std::vector<Checkpoint> checkpoints;  // as ReplayOptions asked
   std::vector<AddressRegion> address_map;  // as ReplayOptions asked, by address
+  std::vector<MapFrame> map_frames;        // as ReplayOptions asked, by time
+  uint64_t map_frames_left_out = 0;        // asked for, not taken: the live set was too big
   std::vector<LiveBlockRow> blocks;        // as ReplayOptions asked, by address
   uint64_t peak_since_bytes = 0;       // as ReplayOptions asked (peak_since_marker, peak_since_seq)
   uint64_t peak_since_marker_seq = 0;  // the marker it counts from; 0: the capture's start

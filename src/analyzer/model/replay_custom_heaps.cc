@@ -1,10 +1,12 @@
 // src/analyzer/model/replay_custom_heaps.cc: the program's own heaps in the replay (Replayer,
 // replayer.h; the heaps themselves: custom_heaps.h), and what the live set looks like by
-// address at the snapshot (ReplayOptions::address_map) and block by block (ReplayOptions::blocks),
-// custom heaps' blocks included.
+// address at the snapshot (ReplayOptions::address_map) and at moments of the recording
+// (ReplayOptions::map_frame_seconds), and block by block (ReplayOptions::blocks), custom heaps'
+// blocks included.
 #include <algorithm>
 #include <set>
 
+#include "analyzer/model/address_regions.h"
 #include "analyzer/model/replayer.h"
 
 namespace memlens::analyzer {
@@ -102,23 +104,22 @@ void Replayer::FindBackingMemory() {
   }
 }
 
-// The live set at the snapshot, by address: stretches of blocks with no gap over 1 MiB.
-void Replayer::MapAddressSpace() {
-  constexpr uint64_t kRegionGap = 1 << 20;
+// The live set now as the address map sees it (address_regions.h): the heap's blocks, the
+// selected custom heap's (--heap) and the program's mappings, reserved ranges included.
+void Replayer::MapBlocks(std::vector<MapBlock>* out) const {
   using Kind = AddressRegion::Kind;
-  struct Block {
-    uint64_t begin, size, stack;
-    Kind kind;
-    Weight w;  // in a sampled capture, what the block stands for; nothing for a reservation
-  };
-  std::vector<Block> blocks;
+  std::vector<MapBlock>& blocks = *out;
+  blocks.clear();
+  blocks.reserve(LiveBlockCount());
   heap_.ForEach([&](uint64_t a, const LiveBlock& b) {
     blocks.push_back({a, b.size, b.stack, Kind::kHeap, HeapWeight(b.size)});
   });
-  custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {  // --heap
-    if (!selected_heaps_.count(heap)) return;
-    blocks.push_back({a, b.size, b.stack, Kind::kHeap, {b.size, kCountUnit}});
-  });
+  if (!selected_heaps_.empty()) {  // --heap
+    custom_heaps_.ForEachLive([&](uint32_t heap, uint64_t a, const LiveBlock& b) {
+      if (!selected_heaps_.count(heap)) return;
+      blocks.push_back({a, b.size, b.stack, Kind::kHeap, {b.size, kCountUnit}});
+    });
+  }
   for (const auto& [start, region] : mappings_) {
     uint64_t size = region.end - start;
     if (region.counted) {
@@ -127,37 +128,20 @@ void Replayer::MapAddressSpace() {
       blocks.push_back({start, size, region.stack, Kind::kReserved, {0, kCountUnit}});
     }
   }
-  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.begin < b.begin; });
-  std::unordered_map<uint64_t, uint64_t> bytes_by_stack;
-  auto close_region = [&] {
-    if (p_->address_map.empty() || bytes_by_stack.empty()) return;
-    uint64_t best = 0;
-    for (const auto& [stack, bytes] : bytes_by_stack) {
-      if (bytes > best) {
-        best = bytes;
-        p_->address_map.back().top_stack = stack;
-      }
-    }
-    bytes_by_stack.clear();
-  };
-  for (const Block& b : blocks) {
-    bool fresh = p_->address_map.empty() || b.begin > p_->address_map.back().end + kRegionGap ||
-                 p_->address_map.back().kind != b.kind;
-    if (fresh) {
-      close_region();
-      p_->address_map.push_back({b.begin, b.begin, 0, 0, 0, b.kind, 0});
-    }
-    AddressRegion& r = p_->address_map.back();
-    if (b.begin > r.end) r.largest_gap = std::max(r.largest_gap, b.begin - r.end);
-    r.end = std::max(r.end, b.begin + b.size);
-    r.in_use_bytes += b.w.bytes;
-    r.blocks += b.w.count;
-    r.in_use_bytes_var += b.w.bytes_var;
-    r.blocks_var += b.w.count_var;
-    bytes_by_stack[b.stack] += b.kind == Kind::kReserved ? b.size : b.w.bytes;
-  }
-  close_region();
-  for (AddressRegion& r : p_->address_map) r.blocks = WholeBlocks(r.blocks);
+}
+
+// The live set at the snapshot, by address: stretches of blocks with no gap over 1 MiB.
+void Replayer::MapAddressSpace() {
+  MapBlocks(&map_blocks_);
+  p_->address_map = clusterer_.Cluster(&map_blocks_, 0);
+}
+
+// The map's playback: a frame at each moment due before this event (MapFrames).
+void Replayer::TakeMapFrames(uint64_t before_seq) {
+  map_frames_.Take(before_seq, stop_seq_, LiveBlockCount(), [this] {
+    MapBlocks(&map_blocks_);
+    return clusterer_.Cluster(&map_blocks_, options_.map_frame_cells);
+  }, p_);
 }
 
 // Every block in use at the snapshot, by address: the live set as it is, no clustering.

@@ -62,6 +62,35 @@ void Checkpoints::Finish(Profile* p) const {
   }
 }
 
+void MapFrames::OnTimeMark(const format::TimeRecord& r) {
+  while (next_ < seconds_.size() && r.monotonic_ns > seconds_[next_] * 1e9) {
+    pending_.push_back({next_++, r});
+  }
+}
+
+void MapFrames::Take(uint64_t before_seq, uint64_t stop_seq, uint64_t live_blocks, const Map& map,
+                     Profile* p) {
+  std::vector<AddressRegion> regions;
+  bool mapped = false;  // regions holds the live set now (every frame due here shares it)
+  while (!pending_.empty() && pending_.front().second.seq <= before_seq) {
+    auto [index, mark] = pending_.front();
+    pending_.pop_front();
+    if (mark.seq > stop_seq) continue;  // past the snapshot: the live set is not that moment's
+    const auto earned = static_cast<uint64_t>(static_cast<unsigned __int128>(budget_) *
+                                              (index + 1) / seconds_.size());
+    if (!mapped && visited_ + live_blocks > earned) {
+      ++p->map_frames_left_out;
+      continue;
+    }
+    if (!mapped) {
+      regions = map();
+      visited_ += live_blocks;
+      mapped = true;
+    }
+    p->map_frames.push_back({seconds_[index], mark.monotonic_ns / 1e9, regions});
+  }
+}
+
 void SizeHistograms::CountForStack(uint64_t stack, int bucket, Weight w, Profile* p) const {
   SizeHistogram& h = p->stack_size_histograms[stack];
   if (h.empty()) h.resize(kSizeBuckets);

@@ -88,6 +88,36 @@ class Checkpoints {
   std::deque<std::pair<size_t, format::TimeRecord>> pending_;
 };
 
+// Frames of the address map's playback (ReplayOptions::map_frame_seconds, Profile::map_frames),
+// taken at the first time mark past each moment, as checkpoints are. A frame sorts and clusters
+// the whole live set (address_regions.h), about 45 ms a million blocks: frames x live blocks,
+// which for 40 frames of 30 million blocks would take a minute. So the frames share a budget of
+// kBlockBudget blocks visited, earned evenly: frame k of n is taken only when the blocks visited
+// so far, its own included, stay within k+1 n-ths of the budget. A huge live set then gets fewer
+// frames, still spread over the recording (Profile::map_frames_left_out counts the others); a
+// small one gets them all. Frames past the snapshot (stop_seq) are not taken: the replay stops
+// there.
+class MapFrames {
+ public:
+  static constexpr uint64_t kBlockBudget = uint64_t{1} << 24;  // under a second of clustering
+  // Clusters the live set as it is now (Replayer::MapBlocks and RegionClusterer).
+  using Map = std::function<std::vector<AddressRegion>()>;
+  explicit MapFrames(const ReplayOptions& options, uint64_t block_budget = kBlockBudget)
+      : seconds_(options.map_frame_seconds), budget_(block_budget) {}
+  void OnTimeMark(const format::TimeRecord& r);
+  bool Due() const { return !pending_.empty(); }
+  // The frames due before the event before_seq, with live_blocks blocks live now.
+  void Take(uint64_t before_seq, uint64_t stop_seq, uint64_t live_blocks, const Map& map,
+            Profile* p);
+
+ private:
+  std::vector<double> seconds_;  // ascending
+  uint64_t budget_;
+  size_t next_ = 0;              // into seconds_
+  std::deque<std::pair<size_t, format::TimeRecord>> pending_;
+  uint64_t visited_ = 0;  // blocks clustered so far
+};
+
 // Allocation sizes in log2 buckets, overall and per stack on demand (Profile::size_histogram,
 // stack_size_histograms), counted in kCountUnit until Finish.
 class SizeHistograms {

@@ -18,6 +18,7 @@ Replayer::Replayer(Profile* p, const SnapshotSpec& spec, const ReplayOptions& op
       options_(options),
       stop_seq_(stop_before_seq),
       checkpoints_(options),
+      map_frames_(options),
       sizes_(options.stack_size_histograms),
       thread_filter_(options.thread) {
   sampled_ = p->sample_rate != 0;
@@ -70,6 +71,7 @@ void Replayer::OnTime(const format::TimeRecord& r) {
     stop_seconds_ = static_cast<double>(r.monotonic_ns) / 1e9;
   }
   checkpoints_.OnTimeMark(r);
+  map_frames_.OnTimeMark(r);
 }
 
 void Replayer::StartOver() {
@@ -97,6 +99,7 @@ void Replayer::StartOver() {
   peak_epoch_ = 1;
   timeline_ = Timeline();
   checkpoints_ = Checkpoints(options_);
+  map_frames_ = MapFrames(options_);
   arenas_ = Arenas();
   if (resident_) resident_ = std::make_unique<ResidentTimeline>();
   temporaries_ = Temporaries();
@@ -328,6 +331,7 @@ void Replayer::Play(const format::Event& e) {
   // inline, the work not: this runs for every event.)
   if (timeline_.Due(e.seq)) timeline_.Take(e.seq, live_bytes_, live_bytes_var_, p_);
   if (checkpoints_.Due()) TakeCheckpoints(e.seq);
+  if (map_frames_.Due()) TakeMapFrames(e.seq);
   if (index_writer_ && ++since_checkpoint_ > index_writer_->spacing()) {
     std::string state;
     SaveState(&state);
@@ -609,8 +613,11 @@ void Replayer::BeginForkedImage() {
   p.checkpoints.clear();
   p.resident_samples.clear();  // the parent's mappings were the parent's
   if (resident_) resident_->ForgetSamples();
+  p.map_frames.clear();
+  p.map_frames_left_out = 0;
   timeline_ = Timeline();
   checkpoints_ = Checkpoints(options_);
+  map_frames_ = MapFrames(options_);
   temporaries_ = Temporaries();
 }
 
@@ -623,6 +630,7 @@ void Replayer::Finish() {
   timeline_.Take(UINT64_MAX, live_bytes_, live_bytes_var_, p_);
   TakeCheckpoints(stopped_early() ? stop_seq_ : UINT64_MAX);
   checkpoints_.Finish(p_);
+  TakeMapFrames(stopped_early() ? stop_seq_ : UINT64_MAX);
   p_->heap = options_.heap;
   p_->heaps = custom_heaps_.Figures();
   if (options_.heap.empty()) FindBackingMemory();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analyzer/model/address_map.h"
+#include "analyzer/model/address_regions.h"
 #include "analyzer/model/custom_heaps.h"
 #include "analyzer/model/replay.h"
 #include "analyzer/model/replay_figures.h"
@@ -172,7 +173,14 @@ class Replayer : public format::RecordVisitor {
   void OnApiEvent(const format::Event& e);
   uint32_t HeapOfStack(uint64_t stack) const;
   void FindBackingMemory();
+  void MapBlocks(std::vector<MapBlock>* blocks) const;  // the live set now, for the map
+  // Blocks MapBlocks would list (the selected custom heap's counted as its live blocks).
+  uint64_t LiveBlockCount() const {
+    return heap_.size() + mappings_.size() +
+           (selected_heaps_.empty() ? 0 : WholeBlocks(live_blocks_));
+  }
   void MapAddressSpace();
+  void TakeMapFrames(uint64_t before_seq);
   void ListBlocks();
 
   Profile* p_;
@@ -227,6 +235,9 @@ class Replayer : public format::RecordVisitor {
   // The optional figures.
   Timeline timeline_;
   Checkpoints checkpoints_;
+  MapFrames map_frames_;
+  std::vector<MapBlock> map_blocks_;  // MapBlocks' and clusterer_'s buffers, kept for each frame
+  RegionClusterer clusterer_;
   SizeHistograms sizes_;
   Arenas arenas_;
   std::unique_ptr<ResidentTimeline> resident_;  // ReplayOptions::resident_parts

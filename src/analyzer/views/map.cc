@@ -5,10 +5,9 @@
 
 namespace memlens::analyzer {
 
-MapView BuildMap(const Profile& p, StackResolver* resolver) {
+MapView SumRegions(const std::vector<AddressRegion>& regions) {
   MapView view;
-  for (const AddressRegion& r : p.address_map) {
-    view.top_sites.push_back(resolver->Site(r.top_stack));
+  for (const AddressRegion& r : regions) {
     if (r.kind == AddressRegion::kReserved) {  // address space, not memory: apart
       view.reserved_bytes += r.end - r.begin;
       continue;
@@ -17,6 +16,14 @@ MapView BuildMap(const Profile& p, StackResolver* resolver) {
     view.in_use_bytes_var += r.in_use_bytes_var;
     view.span_bytes += r.end - r.begin;
     view.largest_gap = std::max(view.largest_gap, r.largest_gap);
+  }
+  return view;
+}
+
+MapView BuildMap(const Profile& p, StackResolver* resolver) {
+  MapView view = SumRegions(p.address_map);
+  for (const AddressRegion& r : p.address_map) {
+    view.top_sites.push_back(resolver->Site(r.top_stack));
   }
   return view;
 }

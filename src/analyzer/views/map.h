@@ -1,7 +1,8 @@
 // src/analyzer/views/map.h
 //
-// The address-map view (`memlens map`): the live set's address space at the snapshot, for
-// fragmentation. The regions are the profile's (ReplayOptions::address_map); this adds the site
+// The address-map view (`memlens map`, the report's memory map): the live set's address space at
+// the snapshot, and at moments of the recording (the report's playback), for fragmentation. The
+// regions are the profile's (ReplayOptions::address_map, map_frame_seconds); this adds the site
 // holding most of each region's bytes and the figures over all regions, the reserved ones
 // (PROT_NONE: address space, not memory) counted apart.
 //
@@ -26,6 +27,9 @@ struct MapView {
 };
 
 MapView BuildMap(const Profile& profile, StackResolver* resolver);
+// The figures over these regions alone (no top_sites): a frame of the map's playback
+// (Profile::map_frames) as BuildMap sums the snapshot's.
+MapView SumRegions(const std::vector<AddressRegion>& regions);
 
 // used / span, 0 for an empty span.
 inline double UsedShare(uint64_t used, uint64_t span) {
