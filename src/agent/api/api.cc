@@ -23,6 +23,7 @@
 
 #include "agent/api/string_table.h"
 #include "agent/recorder/recorder.h"
+#include "agent/writer/writer.h"
 #include "base/raw_mapping.h"
 
 using memlens::agent::HookGuard;
@@ -32,6 +33,8 @@ using memlens::format::EventKind;
 namespace {
 
 std::atomic<uint32_t> g_next_heap{1};
+// How long a marker waits, at most, for the mappings' reading before it (writer.h).
+constexpr int kMarkerReadingWaitMs = 250;
 
 // True when the call should be recorded; decides, at the process's first call into the agent,
 // whether it records at all (as the interposers do).
@@ -123,6 +126,7 @@ void memlens_heap_destroy(memlens_heap* heap) {
 void memlens_add_marker(const char* name, const char* category) {
   if (!Enter()) return;
   HookGuard guard;
+  memlens::agent::ReadMappingsBeforeMarker(kMarkerReadingWaitMs);
   memlens::agent::RecordRelease(EventKind::kMarker, AsAddress(InternString(name)),
                                 category ? InternString(category) : 0);
 }
@@ -130,6 +134,7 @@ void memlens_add_marker(const char* name, const char* category) {
 void memlens_take_snapshot(const char* name) {
   if (!Enter()) return;
   HookGuard guard;
+  memlens::agent::ReadMappingsBeforeMarker(kMarkerReadingWaitMs);
   memlens::agent::RecordRelease(EventKind::kSnapshot, AsAddress(InternString(name)), 0);
 }
 

@@ -37,6 +37,9 @@ struct WriterControl {
   std::atomic<uint64_t> pause_done{0};       // ...and the last one honoured
   std::atomic<uint64_t> flush_requested{0};  // FlushWriter tickets...
   std::atomic<uint64_t> flush_done{0};       // ...and the last one written to the file
+  std::atomic<uint64_t> mappings_requested{0};  // ReadMappingsBeforeMarker tickets...
+  std::atomic<uint64_t> mappings_done{0};       // ...and the last one a reading covered
+  std::atomic<uint64_t> mappings_due_ns{0};  // CLOCK_MONOTONIC: the cost rule allows a reading
 };
 
 // One mapping the agent made for itself (own_mappings.h): start 0 is a free slot, bytes 0 one

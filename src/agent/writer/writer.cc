@@ -447,6 +447,12 @@ void FlushWriter(int timeout_ms) {
   RequestAndWait(g_control->flush_requested, g_control->flush_done, timeout_ms);
 }
 
+void ReadMappingsBeforeMarker(int timeout_ms) {
+  if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
+  if (MonotonicNs() < g_control->mappings_due_ns.load(std::memory_order_acquire)) return;
+  RequestAndWait(g_control->mappings_requested, g_control->mappings_done, timeout_ms);
+}
+
 void ForgetWriterAfterFork() {
   if (g_writer) g_writer->io.Close();
   g_writer = nullptr;  // its thread is not in this process: its state may be half-changed

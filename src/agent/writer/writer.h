@@ -51,6 +51,11 @@ void DrainNow(int timeout_ms);
 // Waits (at most timeout_ms) until everything committed so far is written to the file, in
 // whole chunks a reader can read (memlens_flush).
 void FlushWriter(int timeout_ms);
+// A marker or a snapshot request is about to be recorded: when the writer's cost rule allows a
+// reading of the mappings now (writer_core.cc), waits (at most timeout_ms) until it has read
+// them, so that the reading comes just before the marker and `memlens rss CAPTURE@marker:NAME`
+// describes that moment (docs/rss.md). Otherwise returns at once.
+void ReadMappingsBeforeMarker(int timeout_ms);
 // Drops what the rings still hold from an earlier span (events committed after its writer's
 // last round). Only while no writer runs: the caller is then the rings' one consumer.
 void DiscardBufferedEvents();

@@ -31,6 +31,11 @@ constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sam
 // much memory to look up page by page) is read less often, not at a greater cost.
 constexpr uint64_t kMappingsPeriodNs = 100 * 1000000ull;
 constexpr uint64_t kMappingsCostFactor = 100;
+// A marker or snapshot request asks for a reading just before it (ReadMappingsBeforeMarker):
+// granted once 10 times the last reading's duration has passed, so that even a program that
+// marks every frame spends at most a tenth of a core on them, and a marker after a busy phase
+// (whose readings took long) still gets its own.
+constexpr uint64_t kMarkerCostFactor = 10;
 // A reading the same as the last one written says nothing new: written only once a second, so
 // an idle program's capture grows by a kilobyte or two a second, not ten times that.
 constexpr uint64_t kMappingsHeartbeatNs = 1000 * 1000000ull;
@@ -102,6 +107,12 @@ void Writer::Run() {
     if (control_->modules_changed.exchange(0, std::memory_order_acq_rel)) RescanModules();
     size_t drained = DrainAll();
     control_->drain_done.store(drain_ticket, std::memory_order_release);
+    // A marker waits for a reading (ReadMappingsBeforeMarker): every event before it is drained.
+    const uint64_t mappings_ticket = control_->mappings_requested.load(std::memory_order_acquire);
+    if (mappings_ticket != control_->mappings_done.load(std::memory_order_relaxed)) {
+      MaybeSampleMappings(true);
+      control_->mappings_done.store(mappings_ticket, std::memory_order_release);
+    }
     if (flush_ticket != control_->flush_done.load(std::memory_order_relaxed)) {
       MaybeRecordTime(true);
       Flush(/*written=*/true);
@@ -435,6 +446,9 @@ void Writer::MaybeSampleMappings(bool force) {
   const uint64_t end = MonotonicNs();
   last_mappings_ns_ = start;
   last_mappings_cost_ns_ = end - start;
+  // A marker may ask for the next reading once the cost rule allows it, before the period's.
+  control_->mappings_due_ns.store(start + kMarkerCostFactor * last_mappings_cost_ns_,
+                                  std::memory_order_release);
   if (!read) return;
   if (!force && mappings_.mappings == written_mappings_.mappings &&
       start - last_mappings_written_ns_ < kMappingsHeartbeatNs) {
