@@ -523,6 +523,102 @@
     });
   }
 
+  // --- resident memory, explained -------------------------------------------------------------
+  // The parts at each mapping sample, stacked (resident_parts in the data; docs/rss.md); the
+  // table gives the sample clicked (the last one at first).
+  function renderResident() {
+    const rp = data.resident_parts;
+    if (!rp) return;
+    document.getElementById('rss').hidden = false;
+    document.getElementById('rss-link').hidden = false;
+    const { W, H, L, R, T, B } = TL;
+    const parts = rp.parts;
+    const samples = rp.samples;
+    let top = 1;
+    for (const s of samples) top = Math.max(top, s.slice(1).reduce((a, b) => a + b, 0));
+    const pw = W - L - R;
+    const ph = H - T - B;
+    const X = (s) => L + Math.min(Math.max(s / duration, 0), 1) * pw;
+    const Y = (b) => T + ph - (b / top) * ph;
+    const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, id: 'rss-svg', role: 'img',
+      'aria-label': 'resident memory by part over time' });
+    for (let k = 0; k <= 4; ++k) {
+      const b = top * k / 4;
+      svg.append(svgEl('line', { x1: L, x2: W - R, y1: Y(b), y2: Y(b), stroke: '#eef0f4' }));
+      svg.append(svgEl('text', { x: L - 6, y: Y(b) + 4, 'text-anchor': 'end', class: 'axis' }, fmtBytes(Math.round(b))));
+    }
+    for (let k = 0; k <= 5; ++k) {
+      const s = duration * k / 5;
+      svg.append(svgEl('text', { x: X(s), y: H - 8, 'text-anchor': k === 5 ? 'end' : 'middle',
+        class: 'axis' }, fmtSec(s)));
+    }
+    // Each part's band: from the parts below it to them plus it, holding until the next sample.
+    const below = samples.map(() => 0);
+    parts.forEach((part, p) => {
+      if (!samples.some((s) => s[p + 1] > 0)) return;
+      let upper = '';
+      let lower = '';
+      samples.forEach((s, i) => {
+        const x0 = X(s[0]).toFixed(1);
+        const x1 = X(i + 1 < samples.length ? samples[i + 1][0] : s[0]).toFixed(1);
+        const y = Y(below[i] + s[p + 1]).toFixed(1);
+        const yb = Y(below[i]).toFixed(1);
+        upper += (i ? 'L' : 'M') + x0 + ',' + y + 'L' + x1 + ',' + y;
+        lower = 'L' + x1 + ',' + yb + 'L' + x0 + ',' + yb + lower;
+        below[i] += s[p + 1];
+      });
+      const band = svgEl('path', { d: upper + lower + 'Z', class: 'rss-part-' + p, 'data-part': part.id });
+      band.append(svgEl('title', {}, part.title + ': ' + part.explanation));
+      svg.append(band);
+    });
+    const cursor = svgEl('line', { x1: 0, x2: 0, y1: T, y2: T + ph, class: 'point-mark', visibility: 'hidden' });
+    const overlay = svgEl('rect', { x: L, y: T, width: pw, height: ph, fill: 'transparent', id: 'rss-plot' });
+    svg.append(cursor, overlay);
+    const legend = el('p', { class: 'legend', id: 'rss-legend' });
+    parts.forEach((part, p) => {
+      if (samples.some((s) => s[p + 1] > 0)) {
+        legend.append(el('span', { class: 'rss-key rss-part-' + p }), part.title);
+      }
+    });
+    document.getElementById('rss-chart').append(legend, svg);
+
+    function showSample(i) {
+      const s = samples[i];
+      const total = s.slice(1).reduce((a, b) => a + b, 0);
+      const last = i === samples.length - 1;
+      document.getElementById('rss-info').textContent = 'At ' + fmtSec(s[0]) + ': ' +
+        fmtBytes(total) + ' resident' + (last ? ' (the last sample)' : '') +
+        '. Blocks in use are counted as resident here; memlens rss counts them page by page.';
+      const table = document.getElementById('rss-table');
+      const head = el('thead', null, el('tr', null, el('th', { text: 'Part' }),
+        el('th', { class: 'num', text: 'Resident' }), el('th', { class: 'num', text: 'Share' }),
+        ...(last ? [el('th', { class: 'num', text: 'Virtual' })] : []),
+        el('th', { text: 'What it is' })));
+      const body = el('tbody');
+      parts.forEach((part, p) => {
+        body.append(el('tr', { data: { part: part.id } },
+          el('td', null, el('span', { class: 'rss-key rss-part-' + p }), part.title),
+          el('td', { class: 'num', title: fmtCount(s[p + 1]) + ' bytes', text: fmtBytes(s[p + 1]),
+            data: { bytes: String(s[p + 1]) } }),
+          el('td', { class: 'num', text: fmtPct(s[p + 1], total) }),
+          ...(last ? [el('td', { class: 'num', text: fmtBytes(rp.last_virtual[p]) })] : []),
+          el('td', { text: part.explanation })));
+      });
+      table.replaceChildren(head, body);
+      cursor.setAttribute('x1', X(s[0]));
+      cursor.setAttribute('x2', X(s[0]));
+      cursor.setAttribute('visibility', 'visible');
+    }
+    overlay.addEventListener('click', (e) => {
+      const box = svg.getBoundingClientRect();
+      const seconds = Math.min(Math.max(((e.clientX - box.left) / box.width * W - L) / pw, 0), 1) * duration;
+      let best = 0;  // the last sample at or before the moment
+      for (let i = 0; i < samples.length && samples[i][0] <= seconds; ++i) best = i;
+      showSample(best);
+    });
+    showSample(samples.length - 1);
+  }
+
   // --- TopX table ------------------------------------------------------------------------------
   const TOP_COLUMNS = [
     ['Function', (r) => frameName(data.sites[r[0]]), 'fn'],
@@ -808,6 +904,7 @@
   renderFlameTabs();
   renderFlame();
   renderTimeline();
+  renderResident();
   renderTop();
   renderSizes();
   renderMap();

@@ -295,6 +295,8 @@ test('the runtime\'s own blocks are shown apart from what the program left', asy
 });
 
 // As the page formats bytes (report.js fmtBytes, format_units.cc).
+function fmtSec(s) { return s.toFixed(3) + " s"; }
+
 function fmtBytes(n) {
   if (n < 1024) return n + ' B';
   let v = n;
@@ -429,6 +431,46 @@ test('the memory map plays over the recording: at a moment of each phase the lar
   assert.equal(await page.locator('#map-play').getAttribute('aria-pressed'), 'true');
   await page.waitForFunction(() => document.getElementById('map-play').textContent === 'Play');
   assert.equal(await page.locator('#map-slider').inputValue(), String(frames.length - 1));
+  assertClean(seen, url);
+  await page.close();
+});
+
+test('resident memory is shown part by part over time, each sample\'s parts as memlens rss ' +
+     'gives them', async () => {
+  // rss_stacks: 20 threads with 8 MiB stacks, each writing 1 MiB of its own, then the marker
+  // "stacks" (category "rss"; a mapping sample is read just before it).
+  const capture = path.join(work, 'rss_stacks.mlens');
+  const html = path.join(work, 'rss_stacks.html');
+  memlens('run', '-o', capture, '--', path.join(BUILD, 'tests', 'programs', 'rss_stacks'));
+  memlens('report', capture, '-o', html);
+  const rss = JSON.parse(memlens('rss', capture, '--json'));
+  const { page, seen, url } = await open(html);
+  const data = JSON.parse(await page.locator('#memlens-data').textContent());
+  const ids = data.resident_parts.parts.map((p) => p.id);
+  assert.deepEqual(ids, rss.parts.map((p) => p.part));
+  assert.ok(await page.locator('#rss').isVisible());
+  // At first the last sample: every part's bytes are memlens rss's last sample's.
+  const rows = page.locator('#rss-table tbody tr');
+  assert.equal(await rows.count(), ids.length);
+  const last = rss.over_time[rss.over_time.length - 1];
+  for (const id of ids) {
+    const cell = page.locator(`#rss-table tbody tr[data-part="${id}"] td.num`).first();
+    assert.equal(await cell.getAttribute('data-bytes'), String(last.parts[id]), id);
+  }
+  // A click at the marker shows the sample read just before it: the threads' stacks resident.
+  const touched = data.timeline.markers.find((m) => m[1] === 'stacks (rss)')[0];
+  await page.locator('#rss-svg').scrollIntoViewIfNeeded();
+  const box = await page.locator('#rss-svg').boundingBox();
+  const scale = box.width / 1000;  // the chart's viewBox is 1000 wide, its plot 78..988
+  await page.mouse.click(box.x + (78 + touched / data.capture.duration_s * 910) * scale,
+    box.y + box.height / 2);
+  const sample = [...rss.over_time].reverse().find((s) => s.seconds <= touched + 1e-9);
+  assert.match(await page.locator('#rss-info').textContent(),
+    new RegExp('^At ' + fmtSec(sample.seconds).replace('.', '\\.')));
+  const stacks = await page.locator('#rss-table tbody tr[data-part="stacks"] td.num').first()
+    .getAttribute('data-bytes');
+  assert.equal(stacks, String(sample.parts.stacks));
+  assert.ok(Number(stacks) >= 20 * 1024 * 1024, `20 threads' 1 MiB each: ${stacks}`);
   assertClean(seen, url);
   await page.close();
 });

@@ -398,6 +398,42 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
   json.EndArray();
   json.EndObject();
 
+  // Resident memory explained (docs/rss.md), when the capture has mapping samples: the parts,
+  // and at each sample (every k-th past the limit) [seconds, resident of each part...].
+  if (!p.resident_samples.empty()) {
+    json.Key("resident_parts");
+    json.BeginObject();
+    json.Key("parts");
+    json.BeginArray();
+    for (size_t i = 0; i < kResidentParts; ++i) {
+      const ResidentPartInfo& info = PartInfo(PartAt(i));
+      json.BeginObject();
+      json.Field("id", info.id);
+      json.Field("title", info.title);
+      json.Field("explanation", info.explanation);
+      json.EndObject();
+    }
+    json.EndArray();
+    json.Key("samples");
+    json.BeginArray();
+    const std::vector<ResidentSample>& samples = p.resident_samples;
+    const size_t step = samples.size() / std::max<size_t>(limits.timeline_points, 1) + 1;
+    for (size_t i = 0; i < samples.size(); i += step) {
+      const ResidentSample& s = i + step >= samples.size() ? samples.back() : samples[i];
+      json.BeginArray();
+      json.Double(s.seconds);
+      for (uint64_t bytes : s.resident) json.Uint(bytes);
+      json.EndArray();
+      if (&s == &samples.back()) break;
+    }
+    json.EndArray();
+    json.Key("last_virtual");  // the last sample's virtual bytes, part by part
+    json.BeginArray();
+    for (uint64_t bytes : samples.back().virtual_) json.Uint(bytes);
+    json.EndArray();
+    json.EndObject();
+  }
+
   // Size histogram: [count, bytes] per log2 bucket, up to the last used one.
   size_t used = 0;
   for (size_t b = 0; b < p.size_histogram.size(); ++b) {
@@ -520,6 +556,7 @@ bool LoadCaptureReport(const std::string& path, const SnapshotSpec& snapshot,
   options.checkpoint_seconds = ReportCheckpointTimes(duration, checkpoints);
   options.address_map = true;
   options.map_frame_seconds = ReportCheckpointTimes(duration, limits.map_frames);
+  options.resident_parts = true;  // the parts at each mapping sample (docs/rss.md)
   if (!LoadProfile(&capture, snapshot, options, &report->profile, error)) return false;
   BuildCaptureReport(stacks, limits, {}, report);
   return true;
