@@ -305,7 +305,8 @@ struct Mapping {
 };
 
 // The process's mappings at one moment: what `memlens rss` explains. Every event numbered
-// below `seq` had happened when the writer started reading them.
+// below `seq` had happened when the writer finished reading them (what happened during the
+// reading may or may not show in it).
 struct MappingsRecord {
   uint64_t monotonic_ns = 0;  // since ProcessRecord::start_monotonic_ns, as kResident
   uint64_t seq = 0;

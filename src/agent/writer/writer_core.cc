@@ -438,11 +438,16 @@ void Writer::MaybeSampleMappings(bool force) {
       (since < kMappingsPeriodNs || since < kMappingsCostFactor * last_mappings_cost_ns_)) {
     return;
   }
-  // Taken before the reading starts: every event numbered below it happened before.
-  const uint64_t seq = io_->NextSeq(drained_next_);
   const uint64_t start = MonotonicNs();
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const bool read = io_->Mappings(kMaxPagemapBytes / page, &mappings_);
+  // Taken once the reading is done, and what the rings hold by then drained (a hosted writer
+  // knows the sequence numbers it has drained, not the program's counter): every event
+  // numbered below it had happened. A reading takes a while, and a mapping made during it (a
+  // large block malloc maps) is in it as often as not: its block is then in the live set the
+  // analyzer lays over the reading.
+  DrainAll();
+  const uint64_t seq = io_->NextSeq(drained_next_);
   const uint64_t end = MonotonicNs();
   last_mappings_ns_ = start;
   last_mappings_cost_ns_ = end - start;
