@@ -280,6 +280,9 @@ void OnForkPrepare() {
 }
 
 void OnForkChild() {
+  // The parent's writer may have held the descriptors' lock at the fork (for a whole read of
+  // smaps): the child has no such thread, and would wait for it forever.
+  ResetOwnedFdsAfterFork();
   const bool recording = g_recording_at_fork;
   g_recording_at_fork = false;
   if (recording && g_following_children && !g_span_open) return RecordForkedChild();

@@ -30,7 +30,10 @@ void Note(OwnMappingSlot* slots, uint64_t start, uint64_t bytes, bool mapped) {
 void Observe(void* mem, size_t bytes, bool mapped) {
   const uint64_t start = reinterpret_cast<uint64_t>(mem);
   Note(g_own, start, bytes, mapped);
-  if (g_exchange) Note(g_exchange->own_mappings, start, bytes, mapped);
+  // Not in a child made without the fork handlers (_Fork): the exchange is its parent's.
+  if (g_exchange && g_exchange_attached && *g_exchange_attached) {
+    Note(g_exchange->own_mappings, start, bytes, mapped);
+  }
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // rings, the unwinder's and the sampler's tables, Python's code table), listed so that the
 // writer can tell `memlens rss` which anonymous memory is memlens's own (kMappings' `own`):
 // the kernel joins it with the program's memory beside it, and not every kernel names it.
-// Two lists of fixed slots, no heap: the agent's, and the exchange's for a hosted writer.
+// Two lists of fixed slots, no heap: the agent's, and the exchange's for a hosted writer. A
+// mapping made while every slot is taken (some 120 threads recording in-process) is not listed:
+// `memlens rss` then finds no owner for it.
 //
 // Runs on: any thread that maps or unmaps (lock-free slots); read by the writer.
 #pragma once
@@ -30,9 +32,15 @@ inline void ListOwnMappings(const OwnMappingSlot* slots,
                             std::vector<std::pair<uint64_t, uint64_t>>* out) {
   out->clear();
   for (size_t i = 0; i < kOwnMappingSlots; ++i) {
-    const uint64_t bytes = slots[i].bytes.load(std::memory_order_acquire);
-    const uint64_t start = slots[i].start.load(std::memory_order_acquire);
-    if (start && bytes) out->push_back({start, bytes});
+    // A slot emptied and taken again between the loads would pair one mapping's start with
+    // another's size: read until the start holds still around the size.
+    for (int tries = 0; tries < 4; ++tries) {
+      const uint64_t start = slots[i].start.load(std::memory_order_acquire);
+      const uint64_t bytes = slots[i].bytes.load(std::memory_order_acquire);
+      if (slots[i].start.load(std::memory_order_acquire) != start) continue;
+      if (start && bytes) out->push_back({start, bytes});
+      break;
+    }
   }
   std::sort(out->begin(), out->end());
 }

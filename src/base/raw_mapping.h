@@ -12,7 +12,6 @@
 #pragma once
 
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,25 +29,13 @@ inline size_t RawMappedBytes() { return g_raw_mapped_bytes.load(std::memory_orde
 // memory for `memlens rss` (agent/own_mappings.h). Null: nobody is told.
 inline void (*g_raw_mapping_observer)(void* mem, size_t bytes, bool mapped) = nullptr;
 
-// Names a mapping of ours "[anon:memlens]" in the process's maps (Linux 5.17 and later, with
-// CONFIG_ANON_VMA_NAME; elsewhere nothing happens), so that `memlens rss` counts it as memlens's
-// own (docs/rss.md) and the kernel never joins it with the program's memory beside it.
-inline void NameOurMapping(void* mem, size_t bytes) {
-#ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
-#define PR_SET_VMA_ANON_NAME 0
-#endif
-  syscall(SYS_prctl, PR_SET_VMA, PR_SET_VMA_ANON_NAME, mem, bytes, "memlens");
-}
-
-// Zero-filled, readable and writable, never reserved against the commit limit, named as
-// memlens's; nullptr when the kernel refuses.
+// Zero-filled, readable and writable, never reserved against the commit limit; nullptr when
+// the kernel refuses.
 inline void* MapZeroed(size_t bytes) {
   void* mem = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
                                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   if (mem == MAP_FAILED) return nullptr;
   g_raw_mapped_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  NameOurMapping(mem, bytes);
   if (g_raw_mapping_observer) g_raw_mapping_observer(mem, bytes, true);
   return mem;
 }

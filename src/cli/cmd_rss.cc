@@ -168,6 +168,7 @@ void WriteJson(const Profile& p, const StackResolver& resolver, const RssView& v
   for (const ResidentSample& s : p.resident_samples) {
     json.BeginObject();
     json.Field("seconds", s.seconds);
+    json.Field("read_ms", static_cast<double>(s.read_ns) / 1e6);
     json.Field("resident_bytes", s.resident_bytes);
     json.Field("virtual_bytes", s.virtual_bytes);
     WriteParts(&json, s);

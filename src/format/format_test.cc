@@ -307,8 +307,9 @@ TEST(Records, MappingsRoundTripAndImpossibleOnesAreCorrupt) {
   EXPECT_TRUE(kept.samples.empty());
   EXPECT_EQ(kept.times.size(), 1u);
 
-  for (int damage = 0; damage < 3; ++damage) {
+  for (int damage = 0; damage < 4; ++damage) {
     MappingsRecord bad = sample;
+    if (damage == 3) bad.mappings[2].end = bad.mappings[2].start;  // an empty mapping
     if (damage == 0) bad.mappings[0].page_runs = {1024, 1};        // more pages than it has
     if (damage == 1) bad.mappings[1].rss = 0x20000;                // more resident than mapped
     if (damage == 2) bad.page_size = 3000;                         // not a power of two
@@ -320,6 +321,12 @@ TEST(Records, MappingsRoundTripAndImpossibleOnesAreCorrupt) {
     EXPECT_NE(error.find("impossible mappings"), std::string::npos) << error;
     EXPECT_TRUE(none.samples.empty());
   }
+  // A count that would overflow the check of the bytes left is refused, not reserved.
+  std::string huge = {static_cast<char>(RecordType::kMappings), 0, 0, 0, 1};
+  huge += std::string("\x9a\xb3\xe6\xcc\x99\xb3\xe6\xcc\x19", 9);  // 1844674407370955162
+  huge += std::string(16, '\0');
+  Mappings none;
+  EXPECT_FALSE(DecodeRecords(huge, &none, &error));
   // Every strict prefix is reported or decodes up to a record; never a crash.
   for (size_t n = 0; n < payload.size(); ++n) {
     Mappings part;

@@ -58,7 +58,7 @@ class Cursor {
   // Guards counts read from the input before they size a loop or a vector.
   uint64_t Count(uint64_t min_bytes_each) {
     uint64_t n = Varint();
-    if (ok_ && n * min_bytes_each > static_cast<uint64_t>(end_ - p_)) ok_ = false;
+    if (ok_ && n > static_cast<uint64_t>(end_ - p_) / min_bytes_each) ok_ = false;
     return ok_ ? n : 0;
   }
 
@@ -304,7 +304,8 @@ bool DecodeMappings(Cursor* c, MappingsRecord* r) {
   for (uint64_t i = 0; i < count && c->ok(); ++i) {
     Mapping m;
     uint64_t gap = c->Varint(), pages = c->Varint();
-    if (gap > max_pages - previous_end_pages || pages > max_pages - previous_end_pages - gap) {
+    if (gap > max_pages - previous_end_pages || pages > max_pages - previous_end_pages - gap ||
+        (pages == 0 && c->ok())) {  // the kernel lists no empty mapping
       return false;
     }
     m.start = (previous_end_pages + gap) * page;

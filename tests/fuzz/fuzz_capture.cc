@@ -9,6 +9,8 @@
 #include <string>
 
 #include "analyzer/model/replay.h"
+#include "analyzer/model/sites.h"
+#include "analyzer/views/rss.h"
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -43,5 +45,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   at_time.seconds = half;
   Profile detailed;
   LoadProfile(path, at_time, options, &detailed, &error);
+  // memlens rss and the report: the mapping samples split by owner over the replay, one split
+  // block by block (no sites: they would symbolize what the capture names), the map's frames.
+  ReplayOptions resident;
+  resident.resident_parts = true;
+  resident.blocks = true;
+  resident.map_frame_seconds = {half};
+  Profile parts;
+  if (LoadProfile(path, SnapshotSpec{}, resident, &parts, &error)) {
+    StackResolver resolver(parts);
+    BuildRss(parts, &resolver, 0);
+  }
   return 0;
 }

@@ -48,7 +48,9 @@ struct OwnMappingSlot {
   std::atomic<uint64_t> start{0};
   std::atomic<uint64_t> bytes{0};
 };
-inline constexpr size_t kOwnMappingSlots = 128;
+// Each thread of an in-process recording takes about three (its ring, its unwinder's state and
+// arrays); under memlens run, whose rings are in the exchange, one or two.
+inline constexpr size_t kOwnMappingSlots = 384;
 
 inline constexpr uint64_t kExchangeMagic = 0x32787868736d6c6dull;  // "mlmshxx2"
 inline constexpr size_t kExchangePage = 4096;
@@ -58,7 +60,8 @@ inline constexpr uint32_t kExchangeSlots = 512;  // threads recorded at once (mo
 inline constexpr size_t kSlotFramesBytes = kMaxPythonFrames * sizeof(uint64_t);
 inline constexpr size_t kSlotHeaderBytes = kExchangePage + kSlotFramesBytes;
 inline constexpr size_t kSlotBytes = kSlotHeaderBytes + ThreadBuffer::kMaxHostedCapacity;
-inline constexpr size_t kExchangeLogOffset = kExchangePage;
+inline constexpr size_t kExchangeHeaderBytes = 2 * kExchangePage;  // with its own-mapping list
+inline constexpr size_t kExchangeLogOffset = kExchangeHeaderBytes;
 inline constexpr size_t kExchangeSlotsOffset = kExchangeLogOffset + kExchangeLogBytes;
 inline constexpr size_t kExchangeBytes = kExchangeSlotsOffset + kExchangeSlots * kSlotBytes;
 static_assert(sizeof(ThreadBuffer) <= kExchangePage && kSlotFramesBytes % kExchangePage == 0);
@@ -88,7 +91,7 @@ struct ExchangeHeader {
   // What this image's agent mapped for itself outside the exchange (own_mappings.h).
   OwnMappingSlot own_mappings[kOwnMappingSlots];
 };
-static_assert(sizeof(ExchangeHeader) <= kExchangePage);
+static_assert(sizeof(ExchangeHeader) <= kExchangeHeaderBytes);
 
 // A names-log entry: this header, then `bytes` bytes of encoded records, then padding to 8.
 struct ExchangeLogEntry {

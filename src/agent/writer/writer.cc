@@ -407,8 +407,10 @@ std::atomic<uint64_t> g_gave_up_at_round{~uint64_t{0}};
 // Takes a ticket from `requested` and waits (at most timeout_ms of clock time) until the writer
 // has marked a round that covers it in `done`. A hosted writer whose memlens run is gone is not
 // waited for.
+// `optional`: a wait the caller can do without (a marker's reading): giving up on it says
+// nothing of the writer, and leaves the other waits as they were.
 void RequestAndWait(std::atomic<uint64_t>& requested, const std::atomic<uint64_t>& done,
-                    int timeout_ms) {
+                    int timeout_ms, bool optional = false) {
   uint64_t ticket = requested.fetch_add(1, std::memory_order_acq_rel) + 1;
   const uint64_t rounds = g_control->rounds.load(std::memory_order_acquire);
   if (rounds == g_gave_up_at_round.load(std::memory_order_relaxed)) return;
@@ -416,6 +418,7 @@ void RequestAndWait(std::atomic<uint64_t>& requested, const std::atomic<uint64_t
   while (done.load(std::memory_order_acquire) < ticket &&
          g_writer_running.load(std::memory_order_acquire) && !HostedWriterGone()) {
     if (MonotonicNs() >= deadline) {
+      if (optional) return;
       g_gave_up_at_round.store(g_control->rounds.load(std::memory_order_acquire),
                                std::memory_order_relaxed);
       return;
@@ -450,7 +453,8 @@ void FlushWriter(int timeout_ms) {
 void ReadMappingsBeforeMarker(int timeout_ms) {
   if (!g_writer_running.load(std::memory_order_acquire) || IsWriterThread()) return;
   if (MonotonicNs() < g_control->mappings_due_ns.load(std::memory_order_acquire)) return;
-  RequestAndWait(g_control->mappings_requested, g_control->mappings_done, timeout_ms);
+  RequestAndWait(g_control->mappings_requested, g_control->mappings_done, timeout_ms,
+                 /*optional=*/true);
 }
 
 void ForgetWriterAfterFork() {

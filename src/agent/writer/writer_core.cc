@@ -36,6 +36,10 @@ constexpr uint64_t kMappingsCostFactor = 100;
 // marks every frame spends at most a tenth of a core on them, and a marker after a busy phase
 // (whose readings took long) still gets its own.
 constexpr uint64_t kMarkerCostFactor = 10;
+constexpr uint64_t kMarkerMaxWaitNs = 20 * 1000000ull;  // a marker waits for no longer reading
+// The reading before an END record holds up the exit (or exec): not taken when the last one
+// took longer than this (a huge process), so that the END and the last events are written.
+constexpr uint64_t kMaxEndReadingNs = 500 * 1000000ull;
 // A reading the same as the last one written says nothing new: written only once a second, so
 // an idle program's capture grows by a kilobyte or two a second, not ten times that.
 constexpr uint64_t kMappingsHeartbeatNs = 1000 * 1000000ull;
@@ -143,7 +147,8 @@ void Writer::Run() {
 }
 
 void Writer::WriteEnd(format::EndReason reason, int64_t detail) {
-  MaybeSampleMappings(true);  // what the image held at its end (exit or exec)
+  // What the image held at its end (exit or exec), unless reading it would hold that up long.
+  if (last_mappings_cost_ns_ <= kMaxEndReadingNs) MaybeSampleMappings(true);
   MaybeRecordTime(true);
   uint64_t dropped = io_->TakeDroppedEvents();
   if (dropped) meta_encoder_.Drops({dropped});
@@ -441,6 +446,7 @@ void Writer::MaybeSampleMappings(bool force) {
   const uint64_t start = MonotonicNs();
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const bool read = io_->Mappings(kMaxPagemapBytes / page, &mappings_);
+  const uint64_t end = MonotonicNs();
   // Taken once the reading is done, and what the rings hold by then drained (a hosted writer
   // knows the sequence numbers it has drained, not the program's counter): every event
   // numbered below it had happened. A reading takes a while, and a mapping made during it (a
@@ -448,11 +454,13 @@ void Writer::MaybeSampleMappings(bool force) {
   // analyzer lays over the reading.
   DrainAll();
   const uint64_t seq = io_->NextSeq(drained_next_);
-  const uint64_t end = MonotonicNs();
   last_mappings_ns_ = start;
   last_mappings_cost_ns_ = end - start;
-  // A marker may ask for the next reading once the cost rule allows it, before the period's.
-  control_->mappings_due_ns.store(start + kMarkerCostFactor * last_mappings_cost_ns_,
+  // A marker may ask for the next reading once the cost rule allows it, before the period's;
+  // never when a reading takes long: the marker's thread would wait that long.
+  control_->mappings_due_ns.store(last_mappings_cost_ns_ <= kMarkerMaxWaitNs
+                                      ? start + kMarkerCostFactor * last_mappings_cost_ns_
+                                      : UINT64_MAX,
                                   std::memory_order_release);
   if (!read) return;
   if (!force && mappings_.mappings == written_mappings_.mappings &&

@@ -53,7 +53,7 @@ bool Replay(const std::string& path, const SnapshotSpec& spec, const ReplayOptio
             uint64_t stop_seq, Profile* profile, std::string* error, const IndexUse& use = {}) {
   *profile = Profile();
   profile->path = path;
-  if (options.stop_before_seq) stop_seq = std::min(stop_seq, options.stop_before_seq);
+  stop_seq = std::min(stop_seq, options.stop_before_seq);
   Replayer replayer(profile, spec, options, stop_seq);
   // A forked process's capture starts in its parent's, beside it (fork_prefix.h).
   const size_t slash = path.rfind('/');
@@ -213,7 +213,7 @@ bool IndexServes(const ReplayOptions& options) {
          options.map_frame_seconds.empty() &&
          !options.stack_size_histograms && options.peak_since_marker.empty() &&
          options.peak_since_seq == 0 && options.leave_out_python_file.empty() &&
-         !options.resident_parts && options.stop_before_seq == 0;
+         !options.resident_parts && options.stop_before_seq == UINT64_MAX;
 }
 
 // The whole capture, from the end of its index when it has one (memlens run writes it while

@@ -150,9 +150,9 @@ struct ReplayOptions {
   // snapshot (Profile::resident_samples) and the last of those samples, with Python's arenas
   // then (Profile::mappings_sample, python_arenas). Needs every event from the start.
   bool resident_parts = false;
-  // Events from this sequence number on are not replayed (0: no such limit): `memlens rss`
-  // moves its moment back to a mapping sample.
-  uint64_t stop_before_seq = 0;
+  // Events from this sequence number on are not replayed (UINT64_MAX: no such limit): `memlens
+  // rss` moves its moment back to a mapping sample.
+  uint64_t stop_before_seq = UINT64_MAX;
 };
 
 // One block in use at the snapshot (ReplayOptions::blocks): a heap block (Python's allocator or

@@ -63,8 +63,11 @@ class Replayer : public format::RecordVisitor {
   }
   void OnTime(const format::TimeRecord& r) override;
   void OnResident(const format::ResidentRecord& r) override { p_->resident.push_back(r); }
+  // Samples past the snapshot are not kept (a long capture's would fill memory).
   void OnMappings(const format::MappingsRecord& r) override {
-    if (resident_) resident_->OnMappings(r);
+    if (!resident_ || r.seq > stop_seq_) return;
+    if (spec_.kind == SnapshotSpec::kTime && r.monotonic_ns > spec_.seconds * 1e9) return;
+    resident_->OnMappings(r);
   }
   void OnPythonCode(const format::PythonCodeRecord& r) override { p_->python_codes[r.id] = r; }
   void OnString(const format::StringRecord& r) override { p_->strings[r.id] = r.text; }

@@ -73,11 +73,6 @@ Owner BaseOwner(const format::MappingsRecord& sample, size_t i,
   if (Contains(name, "pymalloc")) return Owner::kPymalloc;
   const Mapping* previous = i ? &sample.mappings[i - 1] : nullptr;
   const bool after_previous = previous && previous->end == m.start;
-  // A library's bss: anonymous, right after its file's last (private) mapping.
-  if (after_previous && previous->inode != 0 && !(previous->flags & Mapping::kShared) &&
-      (before.back() == Owner::kCodeAndData || before.back() == Owner::kMemlens)) {
-    return before.back();
-  }
   // A heap of one of glibc's other arenas: 64 MiB-aligned, its unused end PROT_NONE.
   if (m.start % kArenaHeapBytes == 0) {
     const Mapping* next = i + 1 < sample.mappings.size() ? &sample.mappings[i + 1] : nullptr;
@@ -86,6 +81,12 @@ Owner BaseOwner(const format::MappingsRecord& sample, size_t i,
          next->end == m.start + kArenaHeapBytes)) {
       return Owner::kMallocArena;
     }
+  }
+  // A library's bss: anonymous, right after its file's writable private mapping (its data).
+  if (after_previous && previous->inode != 0 && (previous->flags & Mapping::kWrite) &&
+      !(previous->flags & Mapping::kShared) &&
+      (before.back() == Owner::kCodeAndData || before.back() == Owner::kMemlens)) {
+    return before.back();
   }
   // A thread's stack: glibc maps it with its guard, PROT_NONE, right below.
   if (after_previous && !Accessible(*previous) && Anonymous(*previous)) return Owner::kStack;
@@ -175,10 +176,10 @@ std::vector<MappingPiece> ClassifyMappings(const format::MappingsRecord& sample,
   for (size_t i = 0; i < maps.size(); ++i) {
     const Mapping& m = maps[i];
     const size_t first = pieces.size();
-    // Claims explain anonymous memory that the mapping alone does not, or only by its shape
-    // or place (a stack's, a bss): not a named one, nor an arena's heap.
-    const bool claimable = Anonymous(m) && Accessible(m) && m.name.empty() &&
-                           base[i] != Owner::kMallocArena;
+    // What the replay knows (claims) comes before what a mapping's shape or place suggests (an
+    // arena's heap, a stack, a bss), and explains a named mapping no name rule did.
+    const bool claimable = Anonymous(m) && Accessible(m) &&
+                           (m.name.empty() || base[i] == Owner::kUnexplained);
     uint64_t at = m.start;
     if (claimable) {
       auto c = std::upper_bound(claims.begin(), claims.end(), m.start,
@@ -193,6 +194,7 @@ std::vector<MappingPiece> ClassifyMappings(const format::MappingsRecord& sample,
       }
     }
     if (at < m.end) pieces.push_back({at, m.end, uint32_t(i), base[i], 0});
+    if (pieces.size() == first) continue;  // an empty mapping (the decoder refuses them)
     // Each piece's resident bytes; the last takes what is left, so that a mapping's pieces add
     // up to its Rss exactly, as the kernel counted it.
     ResidentPages pages(m, sample.page_size);
@@ -211,6 +213,7 @@ ResidentSample SplitParts(const format::MappingsRecord& sample,
   ResidentSample s;
   s.seconds = static_cast<double>(sample.monotonic_ns) / 1e9;
   s.seq = sample.seq;
+  s.read_ns = sample.read_ns;
   for (const Mapping& m : sample.mappings) {
     s.resident_bytes += m.rss;
     s.virtual_bytes += m.end - m.start;

@@ -128,6 +128,7 @@ inline constexpr uint64_t kMallocMappedFrom = 128 * 1024;
 struct ResidentSample {
   double seconds = 0;
   uint64_t seq = 0;
+  uint64_t read_ns = 0;         // how long the writer took to read the mappings
   uint64_t resident_bytes = 0;  // over every mapping: the kernel's figure
   uint64_t virtual_bytes = 0;
   std::array<uint64_t, kResidentParts> resident{};
@@ -158,6 +159,7 @@ class ResidentTimeline {
   void ForgetSamples() {
     pending_.clear();
     have_last_ = false;
+    last_change_seq = 0;  // a forked child's numbering starts again
   }
   bool Due(uint64_t seq) const { return !pending_.empty() && pending_.front().seq <= seq; }
   // A heap block came (+) or went (-); `bytes` its weight (a sampled capture's estimate).

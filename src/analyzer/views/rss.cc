@@ -2,6 +2,7 @@
 #include "analyzer/views/rss.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <unordered_map>
 
@@ -14,6 +15,7 @@ bool IsHeapBlock(const LiveBlockRow& b) {
 
 std::vector<RssSite> TopSites(const std::unordered_map<uint64_t, RssSite>& by_stack,
                               StackResolver* resolver, size_t count) {
+  if (count == 0) return {};
   std::vector<std::pair<uint64_t, RssSite>> rows(by_stack.begin(), by_stack.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return a.second.bytes != b.second.bytes ? a.second.bytes > b.second.bytes : a.first < b.first;
@@ -76,34 +78,47 @@ RssView BuildRss(const Profile& p, StackResolver* resolver, size_t sites) {
   std::vector<RssArena> rows(view.pieces.size());
   HeapShare heap;
   std::unordered_map<uint64_t, RssSite> heap_by_stack, mappings_by_stack;
+  // A sampled capture's heap block stands for 1/p blocks like it (docs/sampling.md): its
+  // figures are scaled, as every view's are; where it lies is known only for itself.
+  const format::SamplingModel sampling{p.sample_rate, p.sample_exact_from};
+  auto weight = [&](const LiveBlockRow& b) {
+    return p.sample_rate && IsHeapBlock(b) ? 1.0 / sampling.RecordProbability(b.size) : 1.0;
+  };
+  auto scaled = [](uint64_t v, double w) {
+    return static_cast<uint64_t>(std::llround(static_cast<double>(v) * w));
+  };
   size_t k = 0;
   for (const LiveBlockRow& b : p.blocks) {
+    const double w = weight(b);
     RssSite& site = (IsHeapBlock(b) ? heap_by_stack : mappings_by_stack)[b.stack];
-    site.bytes += b.size;
-    ++site.blocks;
+    site.bytes += scaled(b.size, w);
+    site.blocks += scaled(1, w);
     if (!IsHeapBlock(b)) continue;
     while (k < view.pieces.size() && view.pieces[k].end <= b.address) ++k;
     if (k == view.pieces.size() || view.pieces[k].start > b.address) continue;  // in no mapping
     const MappingPiece& piece = view.pieces[k];
     const ResidentPages& resident = pages_of(piece.mapping);
-    const uint64_t in_use_resident = resident.In(b.address, b.address + b.size);
+    const uint64_t in_use_resident = scaled(resident.In(b.address, b.address + b.size), w);
+    const uint64_t size = scaled(b.size, w);
     RssArena& row = rows[k];
-    row.in_use_bytes += b.size;
-    ++row.blocks;
+    row.in_use_bytes += size;
+    row.blocks += scaled(1, w);
     if (IsMalloc(piece.owner)) {
       // The chunk's footprint: its size field before the block, its rounding after.
       const bool mapped = piece.owner == Owner::kMallocMapped;
       const uint64_t chunk = mapped ? piece.end - piece.start : MallocChunkBytes(b.size);
       const uint64_t from = mapped ? piece.start : b.address - 8;
-      const uint64_t overhead_resident = resident.In(from, from + chunk) - in_use_resident;
-      row.overhead_bytes += chunk - b.size;
-      heap.malloc_in_use += b.size;
-      heap.malloc_overhead += chunk - b.size;
+      const uint64_t chunk_resident = scaled(resident.In(from, from + chunk), w);
+      const uint64_t overhead_resident = chunk_resident - std::min(in_use_resident, chunk_resident);
+      const uint64_t overhead = scaled(chunk - b.size, w);
+      row.overhead_bytes += overhead;
+      heap.malloc_in_use += size;
+      heap.malloc_overhead += overhead;
       heap.malloc_in_use_resident += in_use_resident;
       heap.malloc_overhead_resident += overhead_resident;
       row.free_resident_bytes += in_use_resident + overhead_resident;  // taken back below
     } else if (IsPythonAllocator(piece.owner)) {
-      heap.python_in_use += b.size;
+      heap.python_in_use += size;
       heap.python_in_use_resident += in_use_resident;
       row.free_resident_bytes += in_use_resident;
     }
