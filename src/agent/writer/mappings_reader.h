@@ -11,9 +11,9 @@
 // program: it reads with pread through ProcFiles (no stdio and its locks), and never asks the
 // allocator about its state (mallinfo and malloc_info lock every arena and walk every free
 // chunk: the program's mallocs would wait for them). The kernel takes the process's mmap lock
-// for reading while it lists mappings and page tables, a piece at a time: the program's mmap
-// and munmap wait for at most one piece; how often that happens is the caller's rule
-// (writer_core.cc).
+// for reading while it lists mappings and page tables, a piece at a time (one huge mapping's
+// page walk is one piece): the program's mmap, munmap and brk wait for it; how often that
+// happens is the caller's rule (writer_core.cc).
 #pragma once
 
 #include <sys/types.h>

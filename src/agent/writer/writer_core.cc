@@ -434,8 +434,8 @@ void Writer::MaybeSampleResident(bool force) {
 // program's mallocs for tens of ms with millions of free chunks; the allocator's share is
 // worked out offline from the live blocks and these mappings). The kernel takes the process's
 // mmap lock for reading while it lists mappings and page tables, a piece at a time: the
-// program's page faults go on, its mmap and munmap wait for at most one piece, and the period
-// rule above keeps that to 1% of the time.
+// program's mmap, munmap and brk wait for a piece (a huge mapping's page walk is one), and the
+// period rule above keeps that to 1% of the time.
 void Writer::MaybeSampleMappings(bool force) {
   const uint64_t now = MonotonicNs();
   const uint64_t since = now - last_mappings_ns_;
