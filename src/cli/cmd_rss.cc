@@ -245,30 +245,21 @@ int Rss(const AnalysisOptions& o) {
   SnapshotSpec snapshot;
   if (!ParseOrComplain(o.capture, o.filters, &path, &snapshot)) return kExitBadInput;
   Capture capture(path);
-  ReplayOptions replay;
-  replay.resident_parts = true;
-  replay.blocks = true;
   Profile p;
-  if (!LoadOrComplain(&capture, snapshot, o.filters, replay, &p)) return kExitBadInput;
-  if (!p.mappings_sample) {
-    std::cerr << "memlens: '" << path << "' has no mapping samples at or before "
-              << p.SnapshotLabel() << " (captures before format 10.0 have none; memlens samples "
-              << "the process's mappings when recording starts, then every 100 ms or more)\n";
+  std::string asked, error;
+  if (!LoadAtMappingSample(&capture, snapshot, &p, &asked, &error)) {
+    std::cerr << "memlens: " << error << "\n";
     return kExitBadInput;
   }
-  std::string moment = p.SnapshotLabel();
-  // Blocks changed between the sample and the moment: the view is of the sample, replayed to it.
-  const double sample_seconds = static_cast<double>(p.mappings_sample->monotonic_ns) / 1e9;
-  if (p.blocks_changed_after_sample) {
-    ReplayOptions to_sample = replay;
-    to_sample.stop_before_seq = p.mappings_sample->seq;
-    SnapshotSpec whole;
-    whole.text = "sample";  // a whole replay (not a Python program's end), stopped at the sample
-    Profile at_sample;
-    if (!LoadOrComplain(&capture, whole, o.filters, to_sample, &at_sample)) return kExitBadInput;
-    p = std::move(at_sample);
+  if (!p.mappings_sample) {
+    std::cerr << "memlens: '" << path << "' has no mapping samples at or before " << asked
+              << " (captures before format 10.0 have none; memlens samples the process's "
+              << "mappings when recording starts, then every 100 ms or more)\n";
+    return kExitBadInput;
   }
-  moment = "the sample at " + Seconds(sample_seconds) + " (the last at or before " + moment + ")";
+  const double sample_seconds = static_cast<double>(p.mappings_sample->monotonic_ns) / 1e9;
+  std::string moment;
+  moment = "the sample at " + Seconds(sample_seconds) + " (the last at or before " + asked + ")";
   StackResolver resolver(p);
   RssView view = BuildRss(p, &resolver);
   if (o.json) {

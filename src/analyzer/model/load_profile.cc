@@ -328,6 +328,29 @@ bool LoadProfile(Capture* capture, const SnapshotSpec& snapshot, const ReplayOpt
   return true;
 }
 
+bool LoadAtMappingSample(Capture* capture, const SnapshotSpec& snapshot, Profile* profile,
+                         std::string* asked, std::string* error) {
+  ReplayOptions options;
+  options.resident_parts = true;
+  options.blocks = true;
+  if (!LoadProfile(capture, snapshot, options, profile, error)) return false;
+  *asked = profile->SnapshotLabel();
+  if (!profile->mappings_sample || !profile->blocks_changed_after_sample) return true;
+  options.stop_before_seq = profile->mappings_sample->seq;
+  const uint64_t sample_seq = options.stop_before_seq;
+  // A whole replay (LoadWhole: not a Python program's end), stopped at the sample.
+  SnapshotSpec whole;
+  whole.text = "sample";
+  Profile at_sample;
+  if (!LoadProfile(capture, whole, options, &at_sample, error)) return false;
+  if (!at_sample.mappings_sample || at_sample.mappings_sample->seq != sample_seq) {
+    *error = "'" + capture->path() + "': its mapping sample could not be found again";
+    return false;
+  }
+  *profile = std::move(at_sample);
+  return true;
+}
+
 bool BuildSnapshotIndex(const std::string& path, SnapshotIndex* index, std::string* error,
                         const std::atomic<int>* follow) {
   SnapshotIndexWriter writer(path);

@@ -293,5 +293,12 @@ inline bool LoadProfile(const std::string& path, const SnapshotSpec& snapshot, P
 inline bool LoadProfile(const std::string& path, Profile* profile, std::string* error) {
   return LoadProfile(path, SnapshotSpec{}, profile, error);
 }
+// `memlens rss` (docs/rss.md): the profile at the last mapping sample at or before the
+// snapshot, with the parts at every sample up to it and every block in use at it
+// (ReplayOptions::resident_parts, blocks). When blocks changed between that sample and the
+// snapshot, the capture is replayed again, up to the sample. *asked: the snapshot's label.
+// The profile has no mappings_sample when the capture has none by then.
+bool LoadAtMappingSample(Capture* capture, const SnapshotSpec& snapshot, Profile* profile,
+                         std::string* asked, std::string* error);
 
 }  // namespace memlens::analyzer
