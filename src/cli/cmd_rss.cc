@@ -113,11 +113,8 @@ void WriteJson(const Profile& p, const StackResolver& resolver, const RssView& v
   json.Key("parts");
   json.BeginArray();
   for (size_t i = 0; i < kResidentParts; ++i) {
-    const ResidentPartInfo& info = PartInfo(PartAt(i));
     json.BeginObject();
-    json.Field("part", info.id);
-    json.Field("title", info.title);
-    json.Field("explanation", info.explanation);
+    WritePartInfo(&json, PartAt(i));
     json.Field("resident_bytes", v.parts.resident[i]);
     json.Field("virtual_bytes", v.parts.virtual_[i]);
     json.EndObject();

@@ -567,7 +567,7 @@
         lower = 'L' + x1 + ',' + yb + 'L' + x0 + ',' + yb + lower;
         below[i] += s[p + 1];
       });
-      const band = svgEl('path', { d: upper + lower + 'Z', class: 'rss-part-' + p, 'data-part': part.id });
+      const band = svgEl('path', { d: upper + lower + 'Z', class: 'rss-part-' + p, 'data-part': part.part });
       band.append(svgEl('title', {}, part.title + ': ' + part.explanation));
       svg.append(band);
     });
@@ -596,7 +596,7 @@
         el('th', { text: 'What it is' })));
       const body = el('tbody');
       parts.forEach((part, p) => {
-        body.append(el('tr', { data: { part: part.id } },
+        body.append(el('tr', { data: { part: part.part } },
           el('td', null, el('span', { class: 'rss-key rss-part-' + p }), part.title),
           el('td', { class: 'num', title: fmtCount(s[p + 1]) + ' bytes', text: fmtBytes(s[p + 1]),
             data: { bytes: String(s[p + 1]) } }),

@@ -446,7 +446,7 @@ test('resident memory is shown part by part over time, each sample\'s parts as m
   const rss = JSON.parse(memlens('rss', capture, '--json'));
   const { page, seen, url } = await open(html);
   const data = JSON.parse(await page.locator('#memlens-data').textContent());
-  const ids = data.resident_parts.parts.map((p) => p.id);
+  const ids = data.resident_parts.parts.map((p) => p.part);
   assert.deepEqual(ids, rss.parts.map((p) => p.part));
   assert.ok(await page.locator('#rss').isVisible());
   // At first the last sample: every part's bytes are memlens rss's last sample's.

@@ -313,6 +313,13 @@ void WriteRuntimeJson(JsonWriter* json, const Profile& p) {
   json->EndObject();
 }
 
+void WritePartInfo(JsonWriter* json, ResidentPart part) {
+  const ResidentPartInfo& info = PartInfo(part);
+  json->Field("part", info.id);
+  json->Field("title", info.title);
+  json->Field("explanation", info.explanation);
+}
+
 void WriteFrame(JsonWriter* json, const SourceFrame& f) {
   json->BeginObject();
   json->Field("function", f.function);

@@ -76,6 +76,9 @@ void WriteTotalsJson(JsonWriter* json, const Profile& profile);
 // snapshot that the C/C++ runtime keeps for itself (model/runtime_allocations.h), by rule.
 void WriteRuntimeJson(JsonWriter* json, const Profile& profile);
 void WriteFrame(JsonWriter* json, const SourceFrame& frame);
+// A part of resident memory's id, title and explanation (docs/rss.md), as `memlens rss --json`
+// and the report's data give each, inside the object the caller opened.
+void WritePartInfo(JsonWriter* json, ResidentPart part);
 // Appends `text` as a JSON string literal that is safe inside an HTML <script> element.
 void AppendScriptSafeJsonString(std::string* out, std::string_view text);
 // A row's figures; in a sampled capture (errors.sampled()) each sampled FIELD is followed by

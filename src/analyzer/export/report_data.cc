@@ -406,11 +406,8 @@ std::string BuildReportData(const Profile& p, StackResolver* resolver, const Rep
     json.Key("parts");
     json.BeginArray();
     for (size_t i = 0; i < kResidentParts; ++i) {
-      const ResidentPartInfo& info = PartInfo(PartAt(i));
       json.BeginObject();
-      json.Field("id", info.id);
-      json.Field("title", info.title);
-      json.Field("explanation", info.explanation);
+      WritePartInfo(&json, PartAt(i));
       json.EndObject();
     }
     json.EndArray();
