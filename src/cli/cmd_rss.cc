@@ -58,22 +58,10 @@ const char* ArenaKindOf(Owner o) {
 }
 
 // Which part a piece's bytes belong to, for the pieces' listing: malloc's and Python's pieces
-// hold several parts (blocks, overhead, free), named after their owner instead.
+// hold several parts (blocks, overhead, free), named after their allocator instead.
 const char* PieceLabel(Owner o) {
-  switch (o) {
-    case Owner::kProgramMapping: return PartInfo(ResidentPart::kProgramMappings).id;
-    case Owner::kStack: return PartInfo(ResidentPart::kStacks).id;
-    case Owner::kCodeAndData: return PartInfo(ResidentPart::kCodeAndData).id;
-    case Owner::kMappedFile: return PartInfo(ResidentPart::kMappedFiles).id;
-    case Owner::kShared: return PartInfo(ResidentPart::kSharedMemory).id;
-    case Owner::kMemlens: return PartInfo(ResidentPart::kMemlens).id;
-    case Owner::kKernel: return PartInfo(ResidentPart::kKernel).id;
-    case Owner::kReserved: return PartInfo(ResidentPart::kReserved).id;
-    case Owner::kUnexplained: return PartInfo(ResidentPart::kUnexplained).id;
-    case Owner::kPymalloc:
-    case Owner::kMimalloc: return "python_allocator";
-    default: return "malloc";
-  }
+  if (std::optional<ResidentPart> part = PartOf(o)) return PartInfo(*part).id;
+  return IsMalloc(o) ? "malloc" : "python_allocator";
 }
 
 void WriteParts(JsonWriter* json, const ResidentSample& s) {

@@ -97,6 +97,26 @@ Owner BaseOwner(const format::MappingsRecord& sample, size_t i,
 
 const ResidentPartInfo& PartInfo(ResidentPart part) { return kParts[static_cast<size_t>(part)]; }
 
+std::optional<ResidentPart> PartOf(Owner owner) {
+  switch (owner) {
+    case Owner::kMallocMain:
+    case Owner::kMallocArena:
+    case Owner::kMallocMapped:
+    case Owner::kPymalloc:
+    case Owner::kMimalloc: return std::nullopt;
+    case Owner::kProgramMapping: return ResidentPart::kProgramMappings;
+    case Owner::kStack: return ResidentPart::kStacks;
+    case Owner::kCodeAndData: return ResidentPart::kCodeAndData;
+    case Owner::kMappedFile: return ResidentPart::kMappedFiles;
+    case Owner::kShared: return ResidentPart::kSharedMemory;
+    case Owner::kMemlens: return ResidentPart::kMemlens;
+    case Owner::kKernel: return ResidentPart::kKernel;
+    case Owner::kReserved: return ResidentPart::kReserved;
+    case Owner::kUnexplained: return ResidentPart::kUnexplained;
+  }
+  return ResidentPart::kUnexplained;
+}
+
 const char* OwnerName(Owner owner) {
   static constexpr const char* kNames[] = {
       "malloc main arena", "malloc arena", "malloc mapped block", "pymalloc arena",
@@ -225,27 +245,14 @@ ResidentSample SplitParts(const format::MappingsRecord& sample,
   };
   for (const MappingPiece& p : pieces) {
     const uint64_t size = p.end - p.start;
-    switch (p.owner) {
-      case Owner::kMallocMain:
-      case Owner::kMallocArena:
-      case Owner::kMallocMapped:
-        malloc_resident += p.resident;
-        malloc_virtual += size;
-        break;
-      case Owner::kPymalloc:
-      case Owner::kMimalloc:
-        python_resident += p.resident;
-        python_virtual += size;
-        break;
-      case Owner::kProgramMapping: add(ResidentPart::kProgramMappings, p.resident, size); break;
-      case Owner::kStack: add(ResidentPart::kStacks, p.resident, size); break;
-      case Owner::kCodeAndData: add(ResidentPart::kCodeAndData, p.resident, size); break;
-      case Owner::kMappedFile: add(ResidentPart::kMappedFiles, p.resident, size); break;
-      case Owner::kShared: add(ResidentPart::kSharedMemory, p.resident, size); break;
-      case Owner::kMemlens: add(ResidentPart::kMemlens, p.resident, size); break;
-      case Owner::kKernel: add(ResidentPart::kKernel, p.resident, size); break;
-      case Owner::kReserved: add(ResidentPart::kReserved, p.resident, size); break;
-      case Owner::kUnexplained: add(ResidentPart::kUnexplained, p.resident, size); break;
+    if (std::optional<ResidentPart> part = PartOf(p.owner)) {
+      add(*part, p.resident, size);
+    } else if (IsMalloc(p.owner)) {
+      malloc_resident += p.resident;
+      malloc_virtual += size;
+    } else {
+      python_resident += p.resident;
+      python_virtual += size;
     }
   }
   // malloc's pieces: blocks in use, then their overhead, then what is free; each bounded by

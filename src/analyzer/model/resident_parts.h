@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ inline bool IsMalloc(Owner o) {
   return o == Owner::kMallocMain || o == Owner::kMallocArena || o == Owner::kMallocMapped;
 }
 inline bool IsPythonAllocator(Owner o) { return o == Owner::kPymalloc || o == Owner::kMimalloc; }
+// The part a piece of this owner counts in; none for malloc's and Python's pieces, which
+// SplitParts divides into blocks in use, overhead and free room.
+std::optional<ResidentPart> PartOf(Owner owner);
 
 // What the replay knows owns a range of anonymous memory.
 struct Claim {
