@@ -8,6 +8,7 @@
 // and what is left unexplained; then malloc's and Python's arenas one by one, and the sites
 // holding the heap and the mappings. --json adds every piece of every mapping and the parts at
 // each sample up to the moment.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -196,14 +197,41 @@ void PrintText(const RssView& v, const std::string& moment) {
          {"MAPPED", "RESIDENT", "IN USE", "BLOCKS", "OVERHEAD", "FREE", "FREE RESIDENT"}) {
       arenas.AddColumn(title, TextTable::kRight);
     }
+    auto add_row = [&](const RssArena& a, std::string kind) {
+      arenas.AddRow({AllocatorOf(a.owner), kind, Hex(a.start), Hex(a.end),
+                     FormatBytes(a.virtual_bytes), FormatBytes(a.resident_bytes),
+                     FormatBytes(a.in_use_bytes), std::to_string(a.blocks),
+                     FormatBytes(a.overhead_bytes), FormatBytes(a.free_bytes),
+                     FormatBytes(a.free_resident_bytes)});
+    };
+    // Python's arenas, a MiB each, are many: past kPythonArenaRows, one row for them all (the
+    // JSON lists each).
+    constexpr size_t kPythonArenaRows = 8;
+    const size_t python_arenas = std::count_if(v.arenas.begin(), v.arenas.end(),
+                                               [](const RssArena& a) { return IsPythonAllocator(a.owner); });
+    RssArena python;
+    python.mappings = 0;
     for (const RssArena& a : v.arenas) {
+      if (IsPythonAllocator(a.owner) && python_arenas > kPythonArenaRows) {
+        if (python.mappings++ == 0) {
+          python = a;
+          python.mappings = 1;
+          continue;
+        }
+        python.end = a.end;
+        for (uint64_t RssArena::*f : {&RssArena::virtual_bytes, &RssArena::resident_bytes,
+                                      &RssArena::in_use_bytes, &RssArena::blocks,
+                                      &RssArena::overhead_bytes, &RssArena::free_bytes,
+                                      &RssArena::free_resident_bytes}) {
+          python.*f += a.*f;
+        }
+        continue;
+      }
       std::string kind = ArenaKindOf(a.owner);
       if (a.owner == Owner::kMallocMapped) kind += " (" + std::to_string(a.mappings) + ")";
-      arenas.AddRow({AllocatorOf(a.owner), kind, Hex(a.start), Hex(a.end), FormatBytes(a.virtual_bytes),
-                     FormatBytes(a.resident_bytes), FormatBytes(a.in_use_bytes),
-                     std::to_string(a.blocks), FormatBytes(a.overhead_bytes), FormatBytes(a.free_bytes),
-                     FormatBytes(a.free_resident_bytes)});
+      add_row(a, kind);
     }
+    if (python.mappings) add_row(python, "arenas (" + std::to_string(python.mappings) + ")");
     arenas.Print(std::cout);
   }
   for (const auto& [title, sites] :
