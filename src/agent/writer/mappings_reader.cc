@@ -131,34 +131,6 @@ bool ReadPageRuns(ProcFiles* files, uint64_t page, format::Mapping* m, uint64_t*
 
 const unsigned long kPagemapScanRequest = _IOWR('f', 16, PmScanArg);
 
-int ProcDirFiles::ScanPagemap(void* arg) {
-  if (fds_[kPagemap] < 0) {
-    errno = EBADF;
-    return -1;
-  }
-  return ioctl(fds_[kPagemap], kPagemapScanRequest, arg);
-}
-
-ProcDirFiles::ProcDirFiles(const std::string& proc_dir) {
-  fds_[kSmaps] = open((proc_dir + "/smaps").c_str(), O_RDONLY | O_CLOEXEC);
-  fds_[kPagemap] = open((proc_dir + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
-}
-
-ProcDirFiles::~ProcDirFiles() {
-  for (int fd : fds_) {
-    if (fd >= 0) close(fd);
-  }
-}
-
-ssize_t ProcDirFiles::Read(File file, void* buffer, size_t size, uint64_t offset) {
-  if (fds_[file] < 0) return -1;
-  ssize_t n;
-  do {
-    n = pread(fds_[file], buffer, size, static_cast<off_t>(offset));
-  } while (n < 0 && errno == EINTR);
-  return n;
-}
-
 bool ParseMappingHeader(std::string_view line, format::Mapping* m) {
   uint64_t start, end, offset, inode, dev;
   if (line.empty() || !IsHex(line.front())) return false;

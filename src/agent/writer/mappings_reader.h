@@ -16,8 +16,12 @@
 // happens is the caller's rule (writer_core.cc).
 #pragma once
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,14 +47,37 @@ extern const unsigned long kPagemapScanRequest;
 // The two files of one /proc directory ("/proc/self", "/proc/1234") on descriptors of their
 // own, opened at construction. smaps and pagemap name the process whose memory they were
 // opened on: after an exec or in a forked child they must be opened again.
+// Defined here, with no member out of line: the class has no key function, so its vtable and
+// type info are made where it is used (memlens run's hosted writer has RTTI, the agent's
+// code does not, and UBSan's checks there need the type info).
 class ProcDirFiles : public ProcFiles {
  public:
-  explicit ProcDirFiles(const std::string& proc_dir);
-  ~ProcDirFiles() override;
+  explicit ProcDirFiles(const std::string& proc_dir) {
+    fds_[kSmaps] = open((proc_dir + "/smaps").c_str(), O_RDONLY | O_CLOEXEC);
+    fds_[kPagemap] = open((proc_dir + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  ~ProcDirFiles() override {
+    for (int fd : fds_) {
+      if (fd >= 0) close(fd);
+    }
+  }
   ProcDirFiles(const ProcDirFiles&) = delete;
   ProcDirFiles& operator=(const ProcDirFiles&) = delete;
-  ssize_t Read(File file, void* buffer, size_t size, uint64_t offset) override;
-  int ScanPagemap(void* arg) override;
+  ssize_t Read(File file, void* buffer, size_t size, uint64_t offset) override {
+    if (fds_[file] < 0) return -1;
+    ssize_t n;
+    do {
+      n = pread(fds_[file], buffer, size, static_cast<off_t>(offset));
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  int ScanPagemap(void* arg) override {
+    if (fds_[kPagemap] < 0) {
+      errno = EBADF;
+      return -1;
+    }
+    return ioctl(fds_[kPagemap], kPagemapScanRequest, arg);
+  }
 
  private:
   int fds_[2] = {-1, -1};
