@@ -280,8 +280,10 @@ bool ReadMappings(ProcFiles* files, uint64_t max_pages, format::MappingsRecord* 
       regions.resize(kScanRegions);
       const Runs got = ScanPageRuns(files, page, &m, regions.data());
       if (got == Runs::kRead) continue;
-      if (got == Runs::kFailed) break;  // refused (another user's process) or gone
-      scan = false;  // an older kernel: pagemap's entries, for this and the rest
+      // An older kernel: pagemap's entries, for this and the rest. An answer that makes no
+      // sense for this mapping (seen under ASan's shadow memory): its entries, and the scan
+      // again for the next.
+      if (got == Runs::kNoScan) scan = false;
     }
     entries.resize(kPagemapPieceEntries);
     if (!ReadPageRuns(files, page, &m, entries.data())) {
