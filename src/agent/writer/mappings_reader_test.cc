@@ -207,9 +207,11 @@ TEST(ReadMappings, ThisProcessEveryOtherPageTouched) {
   for (size_t i = 0; i < kPages; ++i) alternating.push_back(1);  // absent, present, absent...
   EXPECT_EQ(ours->page_runs, alternating);
   EXPECT_EQ(read_runs, alternating);  // pagemap's entries, as on kernels before 6.7
-  // The mappings' sum is the kernel's resident figure (a few pages apart: the test's own
-  // allocations between the two readings).
-  EXPECT_NEAR(static_cast<double>(rss), static_cast<double>(statm), 16.0 * page);
+  // The mappings' sum is the kernel's resident figure, a little apart: the test's own
+  // allocations between the two readings (ASan's allocator makes many), and statm's counters,
+  // which the kernel keeps per CPU and adds up in batches.
+  EXPECT_NEAR(static_cast<double>(rss), static_cast<double>(statm),
+              64.0 * page + 0.01 * static_cast<double>(statm));
 
   // Past the cap, no runs; and no pagemap, no runs.
   ASSERT_TRUE(ReadMappings(&files, kPages - 1, &record));
