@@ -213,18 +213,8 @@ void PrintText(const RssView& v, const std::string& moment) {
     python.mappings = 0;
     for (const RssArena& a : v.arenas) {
       if (IsPythonAllocator(a.owner) && python_arenas > kPythonArenaRows) {
-        if (python.mappings++ == 0) {
-          python = a;
-          python.mappings = 1;
-          continue;
-        }
-        python.end = a.end;
-        for (uint64_t RssArena::*f : {&RssArena::virtual_bytes, &RssArena::resident_bytes,
-                                      &RssArena::in_use_bytes, &RssArena::blocks,
-                                      &RssArena::overhead_bytes, &RssArena::free_bytes,
-                                      &RssArena::free_resident_bytes}) {
-          python.*f += a.*f;
-        }
+        python.owner = a.owner;
+        AddArenaRow(a, &python);
         continue;
       }
       std::string kind = ArenaKindOf(a.owner);

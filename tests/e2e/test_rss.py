@@ -105,6 +105,19 @@ def check_sampled_in_phase(view, times, phases, k):
             f"long enough for the agent's next reading")
 
 
+def views_at_phases(recorded, lines, phases):
+    """The program's figures by phase (one JSON line each, in order) and `memlens rss` at each
+    phase's marker, each checked to describe a sample taken in its phase."""
+    figures = {line["phase"]: line for line in lines}
+    assert list(figures) == phases
+    times = marker_times(recorded)
+    views = {}
+    for k, name in enumerate(phases):
+        views[name] = rss(recorded.capture, f"marker:{name}")
+        check_sampled_in_phase(views[name], times, phases, k)
+    return figures, views
+
+
 def within(actual, expected, share, floor=0):
     return abs(actual - expected) <= max(share * expected, floor)
 
@@ -129,14 +142,7 @@ UNSEEN_BYTES = 256 << 10
 def phases(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("rss_phases")
     recorded, lines = run_program(tmp_path, PROGRAMS / "rss_phases")
-    figures = {line["phase"]: line for line in lines}
-    assert list(figures) == PHASES
-    times = marker_times(recorded)
-    views = {}
-    for k, name in enumerate(PHASES):
-        views[name] = rss(recorded.capture, f"marker:{name}")
-        check_sampled_in_phase(views[name], times, PHASES, k)
-    return figures, views
+    return views_at_phases(recorded, lines, PHASES)
 
 
 def main_arena(view):
@@ -244,13 +250,7 @@ def test_pymalloc_free_space(python, tmp_path):
     phases = ["filled", "half_freed", "freed"]
     script = SCRIPTS / "rss_python.py"
     recorded, lines = run_program(tmp_path, [python, script], env=package_environment())
-    recorded_figures = {line["phase"]: line for line in lines}
-    assert list(recorded_figures) == phases
-    times = marker_times(recorded)
-    views = {}
-    for k, name in enumerate(phases):
-        views[name] = rss(recorded.capture, f"marker:{name}")
-        check_sampled_in_phase(views[name], times, phases, k)
+    recorded_figures, views = views_at_phases(recorded, lines, phases)
     free = {name: part(views[name], "python_free")["virtual_bytes"] for name in phases}
     if python.free_threaded:
         for view in views.values():

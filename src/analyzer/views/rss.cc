@@ -44,6 +44,19 @@ std::vector<RssSite> TopSites(const std::unordered_map<uint64_t, RssSite>& by_st
 
 }  // namespace
 
+void AddArenaRow(const RssArena& row, RssArena* total) {
+  const bool first = total->mappings == 0;
+  total->start = first ? row.start : std::min(total->start, row.start);
+  total->end = first ? row.end : std::max(total->end, row.end);
+  total->mappings += row.mappings;
+  for (uint64_t RssArena::*f : {&RssArena::virtual_bytes, &RssArena::resident_bytes,
+                                &RssArena::in_use_bytes, &RssArena::blocks,
+                                &RssArena::overhead_bytes, &RssArena::free_bytes,
+                                &RssArena::free_resident_bytes}) {
+    total->*f += row.*f;
+  }
+}
+
 RssView BuildRss(const Profile& p, StackResolver* resolver, size_t sites) {
   RssView view;
   if (!p.mappings_sample) return view;
@@ -145,15 +158,7 @@ RssView BuildRss(const Profile& p, StackResolver* resolver, size_t sites) {
       view.arenas.push_back(row);
       continue;
     }
-    if (mapped.mappings == 0) mapped.start = row.start;
-    mapped.end = row.end;
-    ++mapped.mappings;
-    for (uint64_t RssArena::*f : {&RssArena::virtual_bytes, &RssArena::resident_bytes,
-                                  &RssArena::in_use_bytes, &RssArena::blocks,
-                                  &RssArena::overhead_bytes, &RssArena::free_bytes,
-                                  &RssArena::free_resident_bytes}) {
-      mapped.*f += row.*f;
-    }
+    AddArenaRow(row, &mapped);
   }
   if (mapped.mappings) view.arenas.push_back(mapped);
   view.heap_sites = TopSites(heap_by_stack, resolver, sites);

@@ -49,6 +49,10 @@ struct RssView {
   std::vector<RssSite> mapping_sites;              // the program's mappings, by bytes
 };
 
+// Adds a row's figures to *total, whose range grows to cover it and whose pieces are counted
+// (a total starts with mappings 0 and the owner its rows share).
+void AddArenaRow(const RssArena& row, RssArena* total);
+
 // p was loaded with ReplayOptions::resident_parts and blocks; `sites`: how many of each kind.
 RssView BuildRss(const Profile& p, StackResolver* resolver, size_t sites = 10);
 
