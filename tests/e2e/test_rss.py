@@ -11,8 +11,8 @@ the figures were taken in (each view's sample is checked to come after the phase
 Under ASan (tools/sanitize asan: the sanitized memlens, which runs the hosted writer that reads
 the mappings and the analyzer that splits them, in front of the normal agent and programs)
 these tests run as they are: the code they exercise is new and reads /proc and a capture of 10 M
-events, what ASan is there to check. Only the 500 MB program is slow: 13 s under memlens run
-here (27 s on a loaded machine), nearly all of it the program's sleeps, which wait out the
+events, what ASan is there to check. Only the 500 MB program is slow: 17 s under memlens run
+here (more on a loaded machine), nearly all of it the program's sleeps, which wait out the
 agent's bound on how often it reads (100x a reading, and smaps of 600 MB resident takes 10 to
 50 ms to read); the analysis at each marker starts from the capture's index (1.4 s each), a few
 times that sanitized, within the suite's bounds.
