@@ -1,0 +1,198 @@
+// src/windows/agent/agent_dll.cc
+//
+// memlens_agent.dll's entry point and the agent's life (agent.h). memlens.exe creates the
+// program suspended and loads this DLL into it with a remote thread (LoadLibraryW), so
+// DllMain runs before the program's own code, with the loader's lock held: it only opens the
+// capture, patches the import tables and creates the writer thread, which starts once the
+// loader lets go. The capture's path comes from MEMLENS_OUTPUT (%p and %e expanded, as on
+// Linux: format/capture_path.h).
+//
+// The end: ExitProcess (hooked) stops the writer and waits for the END record; an unhandled
+// exception does the same from the exception filter (EndReason::kSignal, the exception code
+// as detail) before Windows ends the process; DLL_PROCESS_DETACH catches every other way out,
+// writing from the detaching thread when the writer thread was already ended.
+#include <windows.h>
+
+#include <string>
+#include <vector>
+
+#include "format/capture_path.h"
+#include "windows/agent/agent.h"
+#include "windows/agent/capture_writer.h"
+#include "windows/agent/import_patcher.h"
+#include "windows/agent/module_list.h"
+#include "windows/agent/thread_rings.h"
+
+namespace memlens::windows {
+namespace {
+
+HMODULE g_self = nullptr;
+volatile LONG g_recording = 0;
+volatile LONG g_ended = 0;
+CaptureWriter* g_writer = nullptr;
+HANDLE g_writer_thread = nullptr;
+LPTOP_LEVEL_EXCEPTION_FILTER g_previous_filter = nullptr;
+constexpr DWORD kEndWaitMs = 10000;
+
+// The program's arguments as its C runtime splits its command line (the rules of
+// CommandLineToArgvW, which lives in shell32: no DLL is loaded under the loader lock).
+std::vector<std::string> SplitCommandLine(const wchar_t* line) {
+  std::vector<std::string> args;
+  const wchar_t* p = line;
+  while (*p) {
+    while (*p == L' ' || *p == L'\t') ++p;
+    if (!*p) break;
+    std::wstring arg;
+    bool quoted = false;
+    for (; *p && (quoted || (*p != L' ' && *p != L'\t')); ++p) {
+      size_t backslashes = 0;
+      while (*p == L'\\') ++backslashes, ++p;
+      if (*p == L'"') {
+        arg.append(backslashes / 2, L'\\');
+        if (backslashes % 2) {
+          arg += L'"';
+        } else if (quoted && p[1] == L'"') {
+          arg += L'"';
+          ++p;
+        } else {
+          quoted = !quoted;
+        }
+      } else {
+        arg.append(backslashes, L'\\');
+        if (!*p) break;
+        arg += *p;
+      }
+    }
+    args.push_back(Utf8(arg.c_str()));
+  }
+  return args;
+}
+
+uint64_t RealtimeNs() {
+  FILETIME ft;
+  GetSystemTimePreciseAsFileTime(&ft);
+  const uint64_t ticks = (uint64_t{ft.dwHighDateTime} << 32) | ft.dwLowDateTime;
+  return (ticks - 116444736000000000ull) * 100;  // 100 ns since 1601 to ns since 1970
+}
+
+std::wstring Wide(const std::string& text) {
+  const int n = MultiByteToWideChar(CP_UTF8, 0, text.c_str(), -1, nullptr, 0);
+  std::wstring out(n > 0 ? n : 1, L'\0');
+  if (n > 0) MultiByteToWideChar(CP_UTF8, 0, text.c_str(), -1, out.data(), n);
+  out.pop_back();
+  return out;
+}
+
+// The program's name for %e: its file name without the directory and ".exe".
+std::string ProgramName(const std::string& executable) {
+  std::string name = executable.substr(executable.find_last_of("\\/") + 1);
+  if (name.size() > 4 && _stricmp(name.c_str() + name.size() - 4, ".exe") == 0) {
+    name.resize(name.size() - 4);
+  }
+  return name;
+}
+
+void Say(const std::string& line) {
+  const std::string text = "memlens: " + line + "\n";
+  DWORD wrote = 0;
+  WriteFile(GetStdHandle(STD_ERROR_HANDLE), text.data(), static_cast<DWORD>(text.size()), &wrote,
+            nullptr);
+}
+
+DWORD WINAPI WriterMain(void*) {
+  g_writer->Run();
+  return 0;
+}
+
+LONG WINAPI OnUnhandledException(EXCEPTION_POINTERS* info) {
+  EndRecording(format::EndReason::kSignal,
+               static_cast<int64_t>(info->ExceptionRecord->ExceptionCode));
+  return g_previous_filter ? g_previous_filter(info) : EXCEPTION_CONTINUE_SEARCH;
+}
+
+void Start(HMODULE self) {
+  g_self = self;
+  if (!InitThreadRings() || !ResolveKernelFunctions()) {
+    Say("cannot start the agent in this process; the program runs unrecorded");
+    return;
+  }
+  ThreadState* state = CurrentThreadState();
+  if (state == nullptr) return;
+  Guard guard(state);
+
+  wchar_t exe[MAX_PATH * 4];
+  const DWORD n = GetModuleFileNameW(nullptr, exe, MAX_PATH * 4);
+  format::ProcessRecord process;
+  process.pid = GetCurrentProcessId();
+  process.start_realtime_ns = RealtimeNs();
+  process.executable = Utf8(exe, static_cast<int>(n));
+  process.argv = SplitCommandLine(GetCommandLineW());
+  process.agent_version = std::string("memlens-windows ") + MEMLENS_VERSION;
+
+  wchar_t pattern[MAX_PATH * 4];
+  const DWORD length = GetEnvironmentVariableW(L"MEMLENS_OUTPUT", pattern, MAX_PATH * 4);
+  const std::string path = format::ExpandCapturePattern(
+      length > 0 && length < MAX_PATH * 4 ? Utf8(pattern) : format::kDefaultCapturePattern,
+      process.pid, ProgramName(process.executable));
+  HANDLE file = CreateFileW(Wide(path).c_str(), GENERIC_WRITE, FILE_SHARE_READ, nullptr,
+                            CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (file == INVALID_HANDLE_VALUE) {
+    Say("cannot write " + path + " (error " + std::to_string(GetLastError()) +
+        "); the program runs unrecorded");
+    return;
+  }
+  g_writer = new CaptureWriter(file, process);
+  g_writer_thread = CreateThread(nullptr, 0, WriterMain, nullptr, 0, nullptr);
+  if (g_writer_thread == nullptr) {
+    Say("cannot start the writer thread; the program runs unrecorded");
+    g_writer->Finish(format::EndReason::kExit, 0);
+    return;
+  }
+  g_previous_filter = SetUnhandledExceptionFilter(OnUnhandledException);
+  InterlockedExchange(&g_recording, 1);
+  PatchLoadedModules(self);
+}
+
+}  // namespace
+
+bool Recording() { return g_recording != 0; }
+HMODULE AgentModule() { return g_self; }
+
+void NoteModulesChanged() {
+  if (g_writer) g_writer->NoteModulesChanged();
+}
+
+void EndRecording(format::EndReason reason, int64_t detail) {
+  if (g_writer == nullptr || InterlockedExchange(&g_ended, 1) != 0) return;
+  ThreadState* state = CurrentThreadState();
+  if (state) ++state->guard;  // from here on this thread records nothing
+  InterlockedExchange(&g_recording, 0);
+  if (!g_writer->Stop(g_writer_thread, reason, detail, kEndWaitMs)) {
+    g_writer->Finish(reason, detail);
+  }
+}
+
+}  // namespace memlens::windows
+
+BOOL WINAPI DllMain(HINSTANCE self, DWORD reason, LPVOID reserved) {
+  using namespace memlens::windows;
+  switch (reason) {
+    case DLL_PROCESS_ATTACH:
+      Start(self);
+      break;
+    case DLL_THREAD_DETACH:
+      if (Recording()) RetireCurrentThread();
+      break;
+    case DLL_PROCESS_DETACH:
+      // The process is ending (reserved != null): the writer thread may be gone already.
+      if (reserved != nullptr && g_writer_thread != nullptr &&
+          WaitForSingleObject(g_writer_thread, 0) == WAIT_OBJECT_0) {
+        InterlockedExchange(&g_recording, 0);
+        if (InterlockedExchange(&g_ended, 1) == 0) g_writer->Finish(memlens::format::EndReason::kExit, 0);
+      } else {
+        EndRecording(memlens::format::EndReason::kExit, 0);
+      }
+      break;
+  }
+  return TRUE;
+}

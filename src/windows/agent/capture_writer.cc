@@ -1,0 +1,296 @@
+// src/windows/agent/capture_writer.cc
+#include "windows/agent/capture_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace memlens::windows {
+namespace {
+
+using format::EventKind;
+
+constexpr DWORD kCycleMs = 10;
+constexpr uint64_t kFlushNs = 100 * 1000000ull;
+constexpr size_t kChunkEvents = 64 * 1024;
+
+uint64_t NowNs() {
+  static const uint64_t frequency = [] {
+    LARGE_INTEGER f;
+    QueryPerformanceFrequency(&f);
+    return static_cast<uint64_t>(f.QuadPart);
+  }();
+  LARGE_INTEGER c;
+  QueryPerformanceCounter(&c);
+  const uint64_t ticks = static_cast<uint64_t>(c.QuadPart);
+  return ticks / frequency * 1000000000ull + ticks % frequency * 1000000000ull / frequency;
+}
+
+bool IsPrivateHeapKind(EventKind k) {
+  return k == EventKind::kMalloc || k == EventKind::kCalloc || k == EventKind::kRealloc ||
+         k == EventKind::kReallocOld || k == EventKind::kReallocFailed || k == EventKind::kFree;
+}
+
+}  // namespace
+
+CaptureWriter::CaptureWriter(HANDLE file, const format::ProcessRecord& process)
+    : file_(file), meta_encoder_(&meta_), event_encoder_(&meta_) {
+  InitializeCriticalSection(&lock_);
+  start_ns_ = NowNs();
+  last_flush_ns_ = start_ns_;
+  format::ProcessRecord p = process;
+  p.start_monotonic_ns = start_ns_;
+  Write(format::EncodeFileHeader());
+  meta_encoder_.Process(p);
+  RescanModules();
+  Flush();
+}
+
+uint64_t CaptureWriter::SinceStartNs() const { return NowNs() - start_ns_; }
+
+void CaptureWriter::Run() {
+  MarkAgentThread();
+  while (!stop_) {
+    WaitForSingleObject(WriterWakeEvent(), kCycleMs);
+    EnterCriticalSection(&lock_);
+    Cycle();
+    LeaveCriticalSection(&lock_);
+  }
+  EnterCriticalSection(&lock_);
+  Cycle();
+  WriteEnd();
+  LeaveCriticalSection(&lock_);
+}
+
+bool CaptureWriter::Stop(HANDLE thread, format::EndReason reason, int64_t detail,
+                         DWORD timeout_ms) {
+  end_reason_ = reason;
+  end_detail_ = detail;
+  InterlockedExchange(&stop_, 1);
+  SetEvent(WriterWakeEvent());
+  return WaitForSingleObject(thread, timeout_ms) == WAIT_OBJECT_0;
+}
+
+void CaptureWriter::Finish(format::EndReason reason, int64_t detail) {
+  // The writer thread ended inside a cycle (the process is going): its state is half-done.
+  if (!TryEnterCriticalSection(&lock_)) return;
+  end_reason_ = reason;
+  end_detail_ = detail;
+  Cycle();
+  WriteEnd();
+  LeaveCriticalSection(&lock_);
+}
+
+void CaptureWriter::Cycle() {
+  if (finished_) return;
+  // Every event numbered below this had happened by now (docs/capture-format.md, kTime).
+  meta_encoder_.Time({SinceStartNs(), NextSeq()});
+  ThreadRing* previous = nullptr;
+  for (ThreadRing* ring = FirstRing(); ring != nullptr;) {
+    const bool exited = ring->exited.load(std::memory_order_acquire);
+    Drain(ring);
+    ThreadRing* next = ring->next;
+    if (exited) {
+      FreeRing(ring, previous);
+    } else {
+      previous = ring;
+    }
+    ring = next;
+  }
+  const uint64_t dropped = DroppedEvents();
+  if (dropped != dropped_written_) {
+    meta_encoder_.Drops({dropped - dropped_written_});
+    dropped_written_ = dropped;
+  }
+  if (NowNs() - last_flush_ns_ >= kFlushNs) Flush();
+}
+
+void CaptureWriter::Drain(ThreadRing* ring) {
+  const uint64_t head = ring->head.load(std::memory_order_acquire);
+  uint64_t tail = ring->tail.load(std::memory_order_relaxed);
+  if (tail == head) return;
+  const uint32_t thread = ring->index;
+  if (threads_written_.size() <= thread) threads_written_.resize(thread + 1);
+  if (!threads_written_[thread]) {
+    meta_encoder_.Thread({thread, ring->tid});
+    threads_written_[thread] = true;
+  }
+  const char* base = reinterpret_cast<const char*>(ring->data);
+  bool in_batch = false;
+  while (tail != head) {
+    RingEvent e;
+    const uint64_t at = tail & (ThreadRing::kBytes - 1);
+    std::memcpy(&e, base + at, sizeof e);
+    if (e.kind == 0) {  // filler up to the ring's end
+      tail += e.size;
+      continue;
+    }
+    const auto* frames = reinterpret_cast<const uint64_t*>(base + at + sizeof e);
+    // Stack nodes and module records the interner writes land before the events record: the
+    // encoder writes the batches' columns at FinishEvents.
+    if (!in_batch) {
+      event_encoder_.BeginEvents(thread);
+      in_batch = true;
+    }
+    AddEvent(thread, e, frames);
+    tail += sizeof e + 8 * static_cast<uint64_t>(e.frame_count);
+    if (event_encoder_.pending_events() >= kChunkEvents) {
+      event_encoder_.EndEvents();
+      in_batch = false;
+      ring->tail.store(tail, std::memory_order_release);
+      Flush();
+    }
+  }
+  if (in_batch) event_encoder_.EndEvents();
+  ring->tail.store(tail, std::memory_order_release);
+}
+
+void CaptureWriter::AddEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames) {
+  format::Event out;
+  out.seq = e.seq;
+  out.kind = static_cast<EventKind>(e.kind);
+  out.address = e.address;
+  out.size = e.size;
+  out.thread = thread;
+  const uint64_t heap_handle = e.extra;
+  auto heap = heap_handle ? private_heaps_.find(heap_handle) : private_heaps_.end();
+  const bool custom = heap != private_heaps_.end() && IsPrivateHeapKind(out.kind);
+  if (out.kind == EventKind::kHeapCreate) {
+    const uint32_t id = next_heap_id_++;
+    private_heaps_[heap_handle] = id;
+    const uint64_t name = next_string_id_++;
+    meta_encoder_.String({name, "HeapCreate #" + std::to_string(id)});
+    out.address = id;
+    out.size = name;
+    out.stack = InternStack(frames, e.frame_count, 0);
+  } else if (out.kind == EventKind::kHeapDestroy) {
+    if (heap == private_heaps_.end()) return;  // made before the recording: its blocks unknown
+    out.address = heap->second;
+    private_heaps_.erase(heap);
+  } else if (custom) {
+    const uint64_t annotation = format::AnnotationFrameIp(format::Annotation::kHeap, heap->second);
+    switch (out.kind) {
+      case EventKind::kReallocOld:
+        pending_heap_release_[thread] = e;
+        return;
+      case EventKind::kReallocFailed:
+        pending_heap_release_.erase(thread);
+        return;
+      case EventKind::kFree:
+        out.kind = EventKind::kHeapFree;
+        out.stack = InternStack(nullptr, 0, annotation);
+        break;
+      case EventKind::kRealloc: {
+        auto old = pending_heap_release_.find(thread);
+        if (old != pending_heap_release_.end()) {
+          format::Event release = out;
+          release.seq = old->second.seq;
+          release.kind = EventKind::kHeapFree;
+          release.address = old->second.address;
+          release.size = 0;
+          release.stack = InternStack(nullptr, 0, annotation);
+          event_encoder_.AddEvent(release);
+          pending_heap_release_.erase(old);
+        }
+        out.kind = EventKind::kHeapRealloc;
+        out.stack = InternStack(frames, e.frame_count, annotation);
+        break;
+      }
+      default:  // kMalloc, kCalloc
+        out.kind = EventKind::kHeapAlloc;
+        out.stack = InternStack(frames, e.frame_count, annotation);
+        break;
+    }
+  } else if (format::HasStack(out.kind)) {
+    out.stack = InternStack(frames, e.frame_count, 0);
+  }
+  event_encoder_.AddEvent(out);
+}
+
+uint64_t CaptureWriter::InternStack(const uint64_t* frames, int count, uint64_t annotation) {
+  stack_.clear();
+  if (annotation) stack_.push_back(annotation);
+  stack_.insert(stack_.end(), frames, frames + count);
+  return interner_.Intern(stack_.data(), static_cast<int>(stack_.size()),
+                          [this](uint64_t parent, uint64_t ip) {
+                            KnowAddress(ip);
+                            meta_encoder_.StackNode({parent, ip});
+                          });
+}
+
+// A frame in no module known yet: a library loaded since the last scan.
+void CaptureWriter::KnowAddress(uint64_t ip) {
+  if (format::IsAnnotationFrameIp(ip)) return;
+  if (!modules_changed_) {
+    for (const KnownModule& m : modules_) {
+      if (m.loaded && ip >= m.start && ip < m.end) return;
+    }
+  }
+  RescanModules();
+}
+
+void CaptureWriter::RescanModules() {
+  InterlockedExchange(&modules_changed_, 0);
+  std::vector<LoadedModule> now = ListLoadedModules();
+  // Gone: unloaded (FreeLibrary). Its frames stay resolvable; new stacks get new nodes, since
+  // the same addresses may now belong to another library.
+  bool unloaded = false;
+  for (KnownModule& k : modules_) {
+    if (!k.loaded) continue;
+    const bool still = std::any_of(now.begin(), now.end(), [&](const LoadedModule& m) {
+      return m.handle == k.handle && m.base == k.start && m.base + m.size == k.end;
+    });
+    if (!still) {
+      meta_encoder_.ModuleUnload({k.id});
+      k.loaded = false;
+      unloaded = true;
+    }
+  }
+  if (unloaded) interner_.ForgetPaths();
+  for (LoadedModule& m : now) {
+    const bool known = std::any_of(modules_.begin(), modules_.end(), [&](const KnownModule& k) {
+      return k.loaded && k.handle == m.handle && k.start == m.base;
+    });
+    if (known) continue;
+    m.record.id = next_module_id_++;
+    meta_encoder_.Module(m.record);
+    modules_.push_back({m.record.id, m.base, m.base + m.size, m.handle, true});
+  }
+}
+
+void CaptureWriter::Flush() {
+  last_flush_ns_ = NowNs();
+  event_encoder_.FinishEvents();
+  if (meta_.empty()) return;
+  chunk_.clear();
+  compressor_.AppendChunk(meta_, &chunk_, &event_encoder_.block_starts());
+  Write(chunk_);
+  event_encoder_.NextChunk();
+  meta_.clear();
+}
+
+void CaptureWriter::WriteEnd() {
+  if (finished_) return;
+  format::EndRecord end;
+  end.reason = end_reason_;
+  end.detail = end_detail_;
+  end.monotonic_ns = SinceStartNs();
+  end.events = NextSeq();
+  end.dropped = DroppedEvents();
+  meta_encoder_.End(end);
+  Flush();
+  FlushFileBuffers(file_);
+  CloseHandle(file_);
+  finished_ = true;
+}
+
+void CaptureWriter::Write(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    DWORD wrote = 0;
+    const DWORD n = static_cast<DWORD>(std::min<size_t>(bytes.size() - done, 1u << 30));
+    if (!WriteFile(file_, bytes.data() + done, n, &wrote, nullptr) || wrote == 0) return;
+    done += wrote;
+  }
+}
+
+}  // namespace memlens::windows

@@ -1,0 +1,53 @@
+// src/windows/agent/hooked_functions.h
+//
+// The one list of what the Windows agent hooks, by the name a module imports it under. Each
+// X(name) expands once per use (the patcher's name table, the hooks' declarations, the real
+// functions' table); nothing else lists them.
+//
+// The C runtime's allocation functions, per C runtime: a module may import them from
+// msvcrt.dll (mingw-w64's default), ucrtbase.dll or its api-ms-win-crt-heap-l1-1-0.dll
+// forwarder (MSVC and UCRT builds), or an older msvcrXXX.dll. operator new and delete reach
+// them through the program's own import table (libstdc++ and MSVC's vcruntime both call malloc
+// and free).
+#pragma once
+
+#define MEMLENS_WINDOWS_CRT_HOOKS(X) \
+  X(malloc)                          \
+  X(calloc)                          \
+  X(realloc)                         \
+  X(free)                            \
+  X(_aligned_malloc)                 \
+  X(_aligned_realloc)                \
+  X(_aligned_free)
+
+// kernel32's (or kernelbase's, or an api-ms-win-core-* forwarder's): the heap and virtual
+// memory APIs every allocator ends in, the loader (a DLL loaded later gets its imports patched
+// too, and its frames need its module record) and the process's end.
+#define MEMLENS_WINDOWS_KERNEL_HOOKS(X) \
+  X(HeapCreate)                         \
+  X(HeapDestroy)                        \
+  X(HeapAlloc)                          \
+  X(HeapReAlloc)                        \
+  X(HeapFree)                           \
+  X(VirtualAlloc)                       \
+  X(VirtualFree)                        \
+  X(LoadLibraryA)                       \
+  X(LoadLibraryW)                       \
+  X(LoadLibraryExA)                     \
+  X(LoadLibraryExW)                     \
+  X(FreeLibrary)                        \
+  X(ExitProcess)
+
+namespace memlens::windows {
+
+#define MEMLENS_ENUM_ENTRY(name) k_##name,
+enum CrtFunction { MEMLENS_WINDOWS_CRT_HOOKS(MEMLENS_ENUM_ENTRY) kCrtFunctionCount };
+enum KernelFunction { MEMLENS_WINDOWS_KERNEL_HOOKS(MEMLENS_ENUM_ENTRY) kKernelFunctionCount };
+#undef MEMLENS_ENUM_ENTRY
+
+// The C runtimes told apart: each has its own heap, so each hook calls the function of the
+// runtime its caller imported. kOtherCrt is the first msvcrXXX.dll seen; a second one's
+// imports are left unhooked.
+enum CrtFamily { kMsvcrt, kUcrt, kOtherCrt, kCrtFamilyCount };
+
+}  // namespace memlens::windows

@@ -1,0 +1,312 @@
+// src/windows/agent/hooks.cc
+//
+// The hooks that the import tables point at (hooked_functions.h): each calls the real function
+// and records what it did, with the caller's stack. Rules as on Linux (docs/hot-path-rules.md):
+// a release is recorded before the real call (a block handed out again is always seen released
+// first), nothing is recorded while the thread is inside the agent (the guard: the CRT's
+// malloc calling HeapAlloc is one allocation, not two), no heap of our own, and the thread's
+// last error is what the real function left.
+//
+// Runs on: application threads.
+#include <windows.h>
+
+#include "windows/agent/agent.h"
+#include "windows/agent/import_patcher.h"
+#include "windows/agent/thread_rings.h"
+
+namespace memlens::windows {
+namespace {
+
+using format::EventKind;
+
+HookTables g_tables;
+constexpr uint64_t kPage = 4096;
+
+// The stack of the hook's caller, innermost first: the frames of CaptureStack and the hook
+// are skipped (x64 Windows code has no frame pointers: RtlCaptureStackBackTrace unwinds with
+// the modules' .pdata tables).
+__attribute__((noinline)) int CaptureStack(uint64_t* frames) {
+  return RtlCaptureStackBackTrace(2, kMaxFrames, reinterpret_cast<void**>(frames), nullptr);
+}
+
+// The thread's state when this call is to be recorded, else nullptr.
+ThreadState* Entering() {
+  if (!Recording()) return nullptr;
+  ThreadState* state = CurrentThreadState();
+  return state && state->guard == 0 ? state : nullptr;
+}
+
+// Records one event; with_stack captures the stack of the hook's caller. Keeps the last error.
+__attribute__((always_inline)) inline void Record(ThreadState* state, EventKind kind,
+                                                  uint64_t address, uint64_t size,
+                                                  uint64_t heap, bool with_stack) {
+  const DWORD error = GetLastError();
+  Guard guard(state);
+  uint64_t frames[kMaxFrames];
+  const int count = with_stack ? CaptureStack(frames) : 0;
+  Append(state, kind, address, size, heap, frames, count);
+  SetLastError(error);
+}
+
+// Runs the real function with the guard up: what it calls (the CRT's malloc calling HeapAlloc)
+// is part of this one call, not recorded again.
+template <typename Call>
+auto Guarded(ThreadState* state, Call&& call) {
+  if (state == nullptr) return call();
+  Guard guard(state);
+  return call();
+}
+
+template <typename Fn>
+Fn Real(CrtFamily family, CrtFunction f) {
+  return reinterpret_cast<Fn>(g_tables.crt_real[family][f]);
+}
+template <typename Fn>
+Fn Real(KernelFunction f) {
+  return reinterpret_cast<Fn>(g_tables.kernel_real[f]);
+}
+
+uint64_t Address(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// --- the C runtime's functions, one set per runtime ----------------------------------------
+
+template <CrtFamily F>
+struct Crt {
+  static void* __cdecl malloc(size_t size) {
+    ThreadState* state = Entering();
+    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(size_t)>(F, k_malloc)(size); });
+    if (state && p) Record(state, EventKind::kMalloc, Address(p), size, 0, true);
+    return p;
+  }
+  static void* __cdecl calloc(size_t count, size_t size) {
+    ThreadState* state = Entering();
+    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(size_t, size_t)>(F, k_calloc)(count, size); });
+    if (state && p) Record(state, EventKind::kCalloc, Address(p), count * size, 0, true);
+    return p;
+  }
+  static void* __cdecl realloc(void* old, size_t size) {
+    ThreadState* state = Entering();
+    if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
+    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(void*, size_t)>(F, k_realloc)(old, size); });
+    if (state && p) {
+      Record(state, EventKind::kRealloc, Address(p), size, 0, true);
+    } else if (state && old && size != 0) {  // failed: the old block lives on
+      Record(state, EventKind::kReallocFailed, Address(old), 0, 0, false);
+    }
+    return p;
+  }
+  static void __cdecl free(void* p) {
+    ThreadState* state = Entering();
+    if (state && p) Record(state, EventKind::kFree, Address(p), 0, 0, false);
+    Guarded(state, [&] { return Real<void(__cdecl*)(void*)>(F, k_free)(p); });
+  }
+  static void* __cdecl _aligned_malloc(size_t size, size_t alignment) {
+    ThreadState* state = Entering();
+    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(size_t, size_t)>(F, k__aligned_malloc)(size, alignment); });
+    if (state && p) Record(state, EventKind::kAlignedAlloc, Address(p), size, 0, true);
+    return p;
+  }
+  static void* __cdecl _aligned_realloc(void* old, size_t size, size_t alignment) {
+    ThreadState* state = Entering();
+    if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
+    void* p = Guarded(state, [&] {
+      return Real<void*(__cdecl*)(void*, size_t, size_t)>(F, k__aligned_realloc)(old, size,
+                                                                                alignment);
+    });
+    if (state && p) {
+      Record(state, EventKind::kRealloc, Address(p), size, 0, true);
+    } else if (state && old && size != 0) {
+      Record(state, EventKind::kReallocFailed, Address(old), 0, 0, false);
+    }
+    return p;
+  }
+  static void __cdecl _aligned_free(void* p) {
+    ThreadState* state = Entering();
+    if (state && p) Record(state, EventKind::kFree, Address(p), 0, 0, false);
+    Guarded(state, [&] { return Real<void(__cdecl*)(void*)>(F, k__aligned_free)(p); });
+  }
+};
+
+// --- kernel32's ------------------------------------------------------------------------------
+// A heap's events carry its handle (the writer tells the heaps made by HeapCreate, recorded as
+// custom heaps, from the process heap and those made before the agent started).
+
+HANDLE WINAPI HookHeapCreate(DWORD options, SIZE_T initial, SIZE_T maximum) {
+  ThreadState* state = Entering();
+  HANDLE heap = Guarded(state, [&] { return Real<decltype(&HeapCreate)>(k_HeapCreate)(options, initial, maximum); });
+  if (state && heap) Record(state, EventKind::kHeapCreate, 0, 0, Address(heap), true);
+  return heap;
+}
+
+BOOL WINAPI HookHeapDestroy(HANDLE heap) {
+  ThreadState* state = Entering();
+  if (state) Record(state, EventKind::kHeapDestroy, 0, 0, Address(heap), false);
+  return Guarded(state, [&] { return Real<decltype(&HeapDestroy)>(k_HeapDestroy)(heap); });
+}
+
+LPVOID WINAPI HookHeapAlloc(HANDLE heap, DWORD flags, SIZE_T size) {
+  ThreadState* state = Entering();
+  void* p = Guarded(state, [&] { return Real<decltype(&HeapAlloc)>(k_HeapAlloc)(heap, flags, size); });
+  if (state && p) {
+    const EventKind kind = flags & HEAP_ZERO_MEMORY ? EventKind::kCalloc : EventKind::kMalloc;
+    Record(state, kind, Address(p), size, Address(heap), true);
+  }
+  return p;
+}
+
+LPVOID WINAPI HookHeapReAlloc(HANDLE heap, DWORD flags, LPVOID old, SIZE_T size) {
+  ThreadState* state = Entering();
+  // In place only: the block stays where it is or the call fails, so nothing is released.
+  const bool in_place = flags & HEAP_REALLOC_IN_PLACE_ONLY;
+  if (state && old && !in_place) {
+    Record(state, EventKind::kReallocOld, Address(old), 0, Address(heap), false);
+  }
+  void* p = Guarded(state, [&] { return Real<decltype(&HeapReAlloc)>(k_HeapReAlloc)(heap, flags, old, size); });
+  if (state && p) {
+    if (in_place) Record(state, EventKind::kReallocOld, Address(old), 0, Address(heap), false);
+    Record(state, EventKind::kRealloc, Address(p), size, Address(heap), true);
+  } else if (state && old && !in_place) {
+    Record(state, EventKind::kReallocFailed, Address(old), 0, Address(heap), false);
+  }
+  return p;
+}
+
+BOOL WINAPI HookHeapFree(HANDLE heap, DWORD flags, LPVOID p) {
+  ThreadState* state = Entering();
+  if (state && p) Record(state, EventKind::kFree, Address(p), 0, Address(heap), false);
+  return Guarded(state, [&] { return Real<decltype(&HeapFree)>(k_HeapFree)(heap, flags, p); });
+}
+
+// The pages [address, address + size) as VirtualAlloc and VirtualFree round them.
+void PageRange(uint64_t address, uint64_t size, uint64_t* start, uint64_t* bytes) {
+  *start = address & ~(kPage - 1);
+  *bytes = ((address + size + kPage - 1) & ~(kPage - 1)) - *start;
+}
+
+// The whole region VirtualAlloc reserved at `base` (what MEM_RELEASE gives back).
+uint64_t RegionBytes(void* base) {
+  uint64_t bytes = 0;
+  MEMORY_BASIC_INFORMATION info;
+  auto* at = static_cast<char*>(base);
+  while (VirtualQuery(at + bytes, &info, sizeof info) == sizeof info &&
+         info.AllocationBase == base && info.State != MEM_FREE) {
+    bytes += info.RegionSize;
+  }
+  return bytes;
+}
+
+bool Accessible(DWORD protect) {
+  return (protect & 0xff) != PAGE_NOACCESS && !(protect & PAGE_GUARD);
+}
+
+LPVOID WINAPI HookVirtualAlloc(LPVOID address, SIZE_T size, DWORD type, DWORD protect) {
+  ThreadState* state = Entering();
+  void* p = Guarded(state, [&] { return Real<decltype(&VirtualAlloc)>(k_VirtualAlloc)(address, size, type, protect); });
+  if (state && p && (type & (MEM_RESERVE | MEM_COMMIT))) {
+    uint64_t start, bytes;
+    PageRange(Address(p), size, &start, &bytes);
+    EventKind kind = EventKind::kMmapReserved;  // address space only
+    if ((type & MEM_COMMIT) && Accessible(protect)) {
+      // Committing inside a reservation makes pages of it usable (as mprotect does on Linux);
+      // a new region committed at once is a mapping of its own.
+      kind = (type & MEM_RESERVE) || address == nullptr ? EventKind::kMmap : EventKind::kProtect;
+    } else if (!(type & MEM_RESERVE)) {
+      return p;  // committed inaccessible pages of a reservation: still no memory to the program
+    }
+    Record(state, kind, start, bytes, 0, true);
+  }
+  return p;
+}
+
+BOOL WINAPI HookVirtualFree(LPVOID address, SIZE_T size, DWORD type) {
+  ThreadState* state = Entering();
+  if (state && address) {
+    if (type & MEM_RELEASE) {
+      Record(state, EventKind::kMunmap, Address(address), RegionBytes(address), 0, false);
+    } else if (type & MEM_DECOMMIT) {
+      uint64_t start, bytes;
+      PageRange(Address(address), size ? size : RegionBytes(address), &start, &bytes);
+      Record(state, EventKind::kProtectNone, start, bytes, 0, false);
+    }
+  }
+  return Guarded(state, [&] { return Real<decltype(&VirtualFree)>(k_VirtualFree)(address, size, type); });
+}
+
+// A library's own initialization (its DllMain's allocations) is recorded: the loader runs
+// unguarded. Its imports are patched and its module record written once it is loaded.
+void AfterLoad(HMODULE module) {
+  if (module == nullptr) return;
+  ThreadState* state = Entering();  // a load inside the agent's own work waits for it to end
+  if (state == nullptr) return;
+  const DWORD error = GetLastError();
+  Guard guard(state);
+  PatchLoadedModules(AgentModule());
+  NoteModulesChanged();
+  SetLastError(error);
+}
+
+HMODULE WINAPI HookLoadLibraryA(LPCSTR name) {
+  HMODULE m = Real<decltype(&LoadLibraryA)>(k_LoadLibraryA)(name);
+  AfterLoad(m);
+  return m;
+}
+HMODULE WINAPI HookLoadLibraryW(LPCWSTR name) {
+  HMODULE m = Real<decltype(&LoadLibraryW)>(k_LoadLibraryW)(name);
+  AfterLoad(m);
+  return m;
+}
+HMODULE WINAPI HookLoadLibraryExA(LPCSTR name, HANDLE file, DWORD flags) {
+  HMODULE m = Real<decltype(&LoadLibraryExA)>(k_LoadLibraryExA)(name, file, flags);
+  AfterLoad(m);
+  return m;
+}
+HMODULE WINAPI HookLoadLibraryExW(LPCWSTR name, HANDLE file, DWORD flags) {
+  HMODULE m = Real<decltype(&LoadLibraryExW)>(k_LoadLibraryExW)(name, file, flags);
+  AfterLoad(m);
+  return m;
+}
+
+BOOL WINAPI HookFreeLibrary(HMODULE module) {
+  const BOOL freed = Real<decltype(&FreeLibrary)>(k_FreeLibrary)(module);
+  if (freed) {
+    const DWORD error = GetLastError();
+    if (ThreadState* state = Entering()) {
+      Guard guard(state);
+      ForgetUnloadedModules();
+      NoteModulesChanged();
+    }
+    SetLastError(error);
+  }
+  return freed;
+}
+
+void WINAPI HookExitProcess(UINT code) {
+  EndRecording(format::EndReason::kExit, 0);
+  Real<decltype(&ExitProcess)>(k_ExitProcess)(code);
+}
+
+template <CrtFamily F>
+void FillCrtHooks(HookTables& t) {
+#define MEMLENS_HOOK(name) t.crt_hooks[F][k_##name] = reinterpret_cast<void*>(&Crt<F>::name);
+  MEMLENS_WINDOWS_CRT_HOOKS(MEMLENS_HOOK)
+#undef MEMLENS_HOOK
+}
+
+HookTables& Filled() {
+  FillCrtHooks<kMsvcrt>(g_tables);
+  FillCrtHooks<kUcrt>(g_tables);
+  FillCrtHooks<kOtherCrt>(g_tables);
+#define MEMLENS_HOOK(name) g_tables.kernel_hooks[k_##name] = reinterpret_cast<void*>(&Hook##name);
+  MEMLENS_WINDOWS_KERNEL_HOOKS(MEMLENS_HOOK)
+#undef MEMLENS_HOOK
+  return g_tables;
+}
+
+}  // namespace
+
+HookTables& Hooks() {
+  static HookTables& tables = Filled();
+  return tables;
+}
+
+}  // namespace memlens::windows

@@ -1,0 +1,187 @@
+// src/windows/agent/import_patcher.cc
+#include "windows/agent/import_patcher.h"
+
+#include <psapi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+namespace memlens::windows {
+namespace {
+
+SRWLOCK g_lock = SRWLOCK_INIT;
+constexpr int kMaxModules = 4096;
+HMODULE g_patched[kMaxModules];
+int g_patched_count = 0;
+
+const char* const kCrtNames[] = {
+#define MEMLENS_NAME(name) #name,
+    MEMLENS_WINDOWS_CRT_HOOKS(MEMLENS_NAME)
+#undef MEMLENS_NAME
+};
+const char* const kKernelNames[] = {
+#define MEMLENS_NAME(name) #name,
+    MEMLENS_WINDOWS_KERNEL_HOOKS(MEMLENS_NAME)
+#undef MEMLENS_NAME
+};
+
+bool StartsWith(const char* s, const char* prefix) {
+  return _strnicmp(s, prefix, std::strlen(prefix)) == 0;
+}
+
+// What an imported DLL is to the agent: a C runtime (its family), kernel32's APIs, or neither.
+enum class Provider { kNone, kCrt, kKernel };
+Provider Classify(const char* dll, CrtFamily* family) {
+  if (_stricmp(dll, "msvcrt.dll") == 0) {
+    *family = kMsvcrt;
+    return Provider::kCrt;
+  }
+  if (_stricmp(dll, "ucrtbase.dll") == 0 || _stricmp(dll, "ucrtbased.dll") == 0 ||
+      StartsWith(dll, "api-ms-win-crt-")) {
+    *family = kUcrt;
+    return Provider::kCrt;
+  }
+  if (StartsWith(dll, "msvcr")) {
+    *family = kOtherCrt;
+    return Provider::kCrt;
+  }
+  if (_stricmp(dll, "kernel32.dll") == 0 || _stricmp(dll, "kernelbase.dll") == 0 ||
+      StartsWith(dll, "api-ms-win-core-")) {
+    return Provider::kKernel;
+  }
+  return Provider::kNone;
+}
+
+int Find(const char* const* names, int count, const char* name) {
+  for (int i = 0; i < count; ++i) {
+    if (std::strcmp(names[i], name) == 0) return i;
+  }
+  return -1;
+}
+
+void WriteEntry(ULONG_PTR* slot, void* value) {
+  DWORD old = 0;
+  if (!VirtualProtect(slot, sizeof *slot, PAGE_READWRITE, &old)) return;
+  *slot = reinterpret_cast<ULONG_PTR>(value);
+  VirtualProtect(slot, sizeof *slot, old, &old);
+}
+
+// The module's headers, checked against its size so a damaged one is skipped, not read past.
+const IMAGE_NT_HEADERS* Headers(HMODULE module) {
+  auto* base = reinterpret_cast<const char*>(module);
+  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
+  if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) {
+    return nullptr;
+  }
+  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS*>(base + dos->e_lfanew);
+  if (nt->Signature != IMAGE_NT_SIGNATURE ||
+      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
+    return nullptr;
+  }
+  return nt;
+}
+
+void PatchModule(HMODULE module) {
+  const IMAGE_NT_HEADERS* nt = Headers(module);
+  if (nt == nullptr) return;
+  const IMAGE_DATA_DIRECTORY& dir =
+      nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_IMPORT];
+  const DWORD image_size = nt->OptionalHeader.SizeOfImage;
+  if (dir.VirtualAddress == 0 || dir.VirtualAddress >= image_size) return;
+  auto* base = reinterpret_cast<char*>(module);
+  HookTables& t = Hooks();
+  for (auto* d = reinterpret_cast<IMAGE_IMPORT_DESCRIPTOR*>(base + dir.VirtualAddress);
+       d->Name != 0 && d->Name < image_size; ++d) {
+    CrtFamily family = kMsvcrt;
+    const Provider provider = Classify(base + d->Name, &family);
+    // Names come from the lookup table; without one (an old bound import) nothing is known.
+    if (provider == Provider::kNone || d->OriginalFirstThunk == 0 ||
+        d->OriginalFirstThunk >= image_size || d->FirstThunk >= image_size) {
+      continue;
+    }
+    auto* names = reinterpret_cast<IMAGE_THUNK_DATA*>(base + d->OriginalFirstThunk);
+    auto* slots = reinterpret_cast<ULONG_PTR*>(base + d->FirstThunk);
+    for (; names->u1.AddressOfData != 0; ++names, ++slots) {
+      if (IMAGE_SNAP_BY_ORDINAL(names->u1.Ordinal) || names->u1.AddressOfData >= image_size) {
+        continue;
+      }
+      const char* name =
+          reinterpret_cast<IMAGE_IMPORT_BY_NAME*>(base + names->u1.AddressOfData)->Name;
+      void* current = reinterpret_cast<void*>(*slots);
+      if (provider == Provider::kKernel) {
+        const int i = Find(kKernelNames, kKernelFunctionCount, name);
+        if (i >= 0 && current != t.kernel_hooks[i]) WriteEntry(slots, t.kernel_hooks[i]);
+        continue;
+      }
+      const int i = Find(kCrtNames, kCrtFunctionCount, name);
+      if (i < 0 || current == t.crt_hooks[family][i]) continue;
+      void*& real = t.crt_real[family][i];
+      if (real == nullptr) real = current;
+      if (real == current) WriteEntry(slots, t.crt_hooks[family][i]);
+    }
+  }
+}
+
+bool Patched(HMODULE module) {
+  for (int i = 0; i < g_patched_count; ++i) {
+    if (g_patched[i] == module) return true;
+  }
+  return false;
+}
+
+int LoadedModules(HMODULE* modules, int capacity) {
+  DWORD bytes = 0;
+  if (!K32EnumProcessModules(GetCurrentProcess(), modules, capacity * sizeof(HMODULE), &bytes)) {
+    return 0;
+  }
+  const int n = static_cast<int>(bytes / sizeof(HMODULE));
+  return n < capacity ? n : capacity;
+}
+
+}  // namespace
+
+bool ResolveKernelFunctions() {
+  HMODULE kernel32 = GetModuleHandleW(L"kernel32.dll");
+  if (kernel32 == nullptr) return false;
+  HookTables& t = Hooks();
+  for (int i = 0; i < kKernelFunctionCount; ++i) {
+    t.kernel_real[i] = reinterpret_cast<void*>(GetProcAddress(kernel32, kKernelNames[i]));
+    if (t.kernel_real[i] == nullptr) return false;
+  }
+  return true;
+}
+
+void PatchLoadedModules(HMODULE self) {
+  static HMODULE modules[kMaxModules];  // under the lock
+  // The providers themselves are left alone: kernel32's HeapAlloc, the real function the
+  // hooks call, reaches kernelbase and ntdll through kernel32's own import table.
+  const HMODULE providers[] = {self, GetModuleHandleW(L"kernel32.dll"),
+                               GetModuleHandleW(L"kernelbase.dll"), GetModuleHandleW(L"ntdll.dll")};
+  AcquireSRWLockExclusive(&g_lock);
+  const int n = LoadedModules(modules, kMaxModules);
+  for (int i = 0; i < n; ++i) {
+    const bool provider =
+        std::find(std::begin(providers), std::end(providers), modules[i]) != std::end(providers);
+    if (provider || Patched(modules[i]) || g_patched_count == kMaxModules) continue;
+    PatchModule(modules[i]);
+    g_patched[g_patched_count++] = modules[i];
+  }
+  ReleaseSRWLockExclusive(&g_lock);
+}
+
+void ForgetUnloadedModules() {
+  static HMODULE modules[kMaxModules];
+  AcquireSRWLockExclusive(&g_lock);
+  const int n = LoadedModules(modules, kMaxModules);
+  int kept = 0;
+  for (int i = 0; i < g_patched_count; ++i) {
+    bool loaded = false;
+    for (int j = 0; j < n && !loaded; ++j) loaded = modules[j] == g_patched[i];
+    if (loaded) g_patched[kept++] = g_patched[i];
+  }
+  g_patched_count = kept;
+  ReleaseSRWLockExclusive(&g_lock);
+}
+
+}  // namespace memlens::windows

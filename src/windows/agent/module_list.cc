@@ -1,0 +1,107 @@
+// src/windows/agent/module_list.cc
+#include "windows/agent/module_list.h"
+
+#include <psapi.h>
+
+#include <cstring>
+
+namespace memlens::windows {
+namespace {
+
+// The image base the module's file asks for. The loader writes the address it actually used
+// into the headers in memory when it relocates an image, so the file is read: its first page.
+bool PreferredImageBase(const wchar_t* path, uint64_t* image_base) {
+  HANDLE file = CreateFileW(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                            nullptr, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
+  if (file == INVALID_HANDLE_VALUE) return false;
+  char page[4096];
+  DWORD read = 0;
+  const bool ok = ReadFile(file, page, sizeof page, &read, nullptr);
+  CloseHandle(file);
+  if (!ok || read < sizeof(IMAGE_DOS_HEADER)) return false;
+  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(page);
+  if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 ||
+      static_cast<DWORD>(dos->e_lfanew) + sizeof(IMAGE_NT_HEADERS64) > read) {
+    return false;
+  }
+  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(page + dos->e_lfanew);
+  if (nt->Signature != IMAGE_NT_SIGNATURE ||
+      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
+    return false;
+  }
+  *image_base = nt->OptionalHeader.ImageBase;
+  return true;
+}
+
+// The RSDS CodeView record's GUID and age, from the image in memory; "" when it has none.
+std::string CodeViewIdentity(const char* base, const IMAGE_NT_HEADERS64* nt) {
+  const DWORD size = nt->OptionalHeader.SizeOfImage;
+  const IMAGE_DATA_DIRECTORY& dir = nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_DEBUG];
+  if (dir.VirtualAddress == 0 || dir.VirtualAddress >= size || dir.Size > size - dir.VirtualAddress) {
+    return "";
+  }
+  auto* entries = reinterpret_cast<const IMAGE_DEBUG_DIRECTORY*>(base + dir.VirtualAddress);
+  for (size_t i = 0; i < dir.Size / sizeof(IMAGE_DEBUG_DIRECTORY); ++i) {
+    const IMAGE_DEBUG_DIRECTORY& e = entries[i];
+    if (e.Type != IMAGE_DEBUG_TYPE_CODEVIEW || e.AddressOfRawData == 0 || e.SizeOfData < 24 ||
+        e.AddressOfRawData >= size || e.SizeOfData > size - e.AddressOfRawData) {
+      continue;
+    }
+    const char* cv = base + e.AddressOfRawData;
+    if (std::memcmp(cv, "RSDS", 4) == 0) return std::string(cv + 4, 20);  // GUID, then age
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string Utf8(const wchar_t* text, int length) {
+  const int n = WideCharToMultiByte(CP_UTF8, 0, text, length, nullptr, 0, nullptr, nullptr);
+  if (n <= 0) return "";
+  std::string out(n, '\0');
+  WideCharToMultiByte(CP_UTF8, 0, text, length, out.data(), n, nullptr, nullptr);
+  if (length < 0) out.pop_back();  // the terminator
+  return out;
+}
+
+std::vector<LoadedModule> ListLoadedModules() {
+  std::vector<HMODULE> handles(256);
+  DWORD bytes = 0;
+  for (;;) {
+    if (!K32EnumProcessModules(GetCurrentProcess(), handles.data(),
+                               static_cast<DWORD>(handles.size() * sizeof(HMODULE)), &bytes)) {
+      return {};
+    }
+    if (bytes <= handles.size() * sizeof(HMODULE)) break;
+    handles.resize(bytes / sizeof(HMODULE) + 16);
+  }
+  handles.resize(bytes / sizeof(HMODULE));
+  std::vector<LoadedModule> modules;
+  for (HMODULE h : handles) {
+    auto* base = reinterpret_cast<const char*>(h);
+    auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
+    if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) continue;
+    auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(base + dos->e_lfanew);
+    if (nt->Signature != IMAGE_NT_SIGNATURE ||
+        nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
+      continue;
+    }
+    wchar_t path[MAX_PATH * 4];
+    const DWORD n = GetModuleFileNameW(h, path, MAX_PATH * 4);
+    if (n == 0 || n >= MAX_PATH * 4) continue;
+    LoadedModule m;
+    m.handle = h;
+    m.base = reinterpret_cast<uint64_t>(h);
+    m.size = nt->OptionalHeader.SizeOfImage;
+    uint64_t image_base = m.base;
+    if (!PreferredImageBase(path, &image_base)) image_base = m.base;
+    m.record.load_bias = m.base - image_base;
+    m.record.path = Utf8(path, static_cast<int>(n));
+    m.record.build_id = CodeViewIdentity(base, nt);
+    m.record.segments.push_back({m.base, m.size});
+    modules.push_back(std::move(m));
+  }
+  return modules;
+}
+
+}  // namespace memlens::windows
