@@ -11,6 +11,11 @@
 // instances that contain the address. Names come from DWARF, else from the ELF symbol table;
 // a function named by neither is still recognised when it is one of the object's static
 // initializers (kStaticInitializer).
+//
+// A Windows PE module (the Windows agent's captures) takes the same road: OpenFile reads it
+// (pe_image.h), dresses its DWARF and COFF symbols as an ELF image in a memfd (pe_elf.h) and
+// reports that; its Windows path is first mapped to a Linux one through Wine's drive links
+// (wine_path.h), and its identity is its CodeView GUID + age instead of a GNU build-id.
 #include "analyzer/symbolize/symbolizer.h"
 
 #include <cxxabi.h>
@@ -19,6 +24,8 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +33,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#include "analyzer/symbolize/pe_elf.h"
+#include "analyzer/symbolize/pe_image.h"
+#include "analyzer/symbolize/wine_path.h"
 
 namespace memlens::analyzer {
 namespace {
@@ -146,11 +157,18 @@ std::string DieFunctionName(Dwarf_Die* die) {
   return "";
 }
 
+// DWARF of a Windows program built on Windows names files "C:/src/a.c" or "C:\src\a.c".
+bool IsDriveAbsolute(const char* path) {
+  return path[0] != '\0' && path[1] == ':' && (path[2] == '/' || path[2] == '\\');
+}
+
 std::string AbsolutePath(const char* path, const char* comp_dir) {
   if (path == nullptr) return "";
-  if (path[0] == '/' || comp_dir == nullptr || comp_dir[0] == '\0') return path;
+  if (path[0] == '/' || IsDriveAbsolute(path) || comp_dir == nullptr || comp_dir[0] == '\0') {
+    return path;
+  }
   std::string joined(comp_dir);
-  if (joined.back() != '/') joined.push_back('/');
+  if (joined.back() != '/' && joined.back() != '\\') joined.push_back('/');
   return joined + path;
 }
 
@@ -309,6 +327,38 @@ std::vector<SourceFrame> DwarfFrames(FunctionCache* functions, Dwarf_Die* cudie,
   return frames;
 }
 
+// Whether the file open at `fd` is a PE image: it starts with "MZ" and names "PE\0\0".
+bool IsPeFile(int fd) {
+  char head[512];
+  const ssize_t n = pread(fd, head, sizeof(head), 0);
+  return n > 0 && LooksLikePe(std::string_view(head, static_cast<size_t>(n)));
+}
+
+// The PE image open at `fd` as an ELF image in a memfd (pe_elf.h); -1 with *error set when the
+// image is corrupt or no memfd can be made. The PE's bytes are mapped only while converting.
+int PeAsElf(int fd, const std::string& name, PeImage* image, std::string* error) {
+  struct stat info;
+  if (fstat(fd, &info) != 0 || info.st_size <= 0) {
+    *error = "cannot read it";
+    return -1;
+  }
+  const size_t size = static_cast<size_t>(info.st_size);
+  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED) {
+    *error = std::string("cannot map it (") + std::strerror(errno) + ")";
+    return -1;
+  }
+  const std::string_view bytes(static_cast<const char*>(map), size);
+  int elf_fd = -1;
+  if (!ParsePeImage(bytes, image, error)) {
+    *error = "corrupt PE image: " + *error;
+  } else if (elf_fd = ElfMemfd(name, PeToElf(*image, bytes)); elf_fd < 0) {
+    *error = std::string("memfd_create: ") + std::strerror(errno);
+  }
+  munmap(map, size);
+  return elf_fd;
+}
+
 }  // namespace
 
 struct Symbolizer::ElfFile {
@@ -318,6 +368,7 @@ struct Symbolizer::ElfFile {
   GElf_Addr elf_bias = 0;  // Dwfl address = ELF virtual address + elf_bias
   Dwarf_Addr low = 0, high = 0;  // the module's Dwfl address range
   std::string build_id;    // raw bytes from the file on disk, "" when it has none
+  bool pe = false;         // a Windows PE image (build_id: its CodeView GUID + age)
   bool has_dwarf = false;
   FunctionCache functions;
   std::vector<uint64_t> initializers;  // InitializerAddresses: sorted ELF virtual addresses
@@ -380,24 +431,46 @@ Symbolizer::ElfFile* Symbolizer::OpenFile(const std::string& path) {
   auto [it, inserted] = files_.try_emplace(path);
   if (!inserted) return it->second.get();  // null when an earlier attempt failed
 
+  // A Windows module's path ("Z:\dir\app.exe") names a file through Wine's drive links.
+  const std::string host = HostPath(path);
+  if (host.empty()) {
+    Warn(path + ": its drive is not mapped in the Wine prefix " + DefaultWinePrefix() +
+         " (set WINEPREFIX to the prefix the program ran in); its frames stay module+offset");
+    return nullptr;
+  }
+  const std::string shown = host == path ? path : path + " (" + host + ")";
+
   // Opened here rather than by libdwfl so that a missing file is reported with errno's words.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(host.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    Warn(path + ": cannot open (" + std::strerror(errno) + "); its frames stay module+offset");
+    Warn(shown + ": cannot open (" + std::strerror(errno) + "); its frames stay module+offset");
     return nullptr;
   }
   auto file = std::make_unique<ElfFile>();
+  PeImage pe;
+  if (IsPeFile(fd)) {
+    std::string error;
+    const int elf_fd = PeAsElf(fd, host, &pe, &error);
+    close(fd);
+    if (elf_fd < 0) {
+      Warn(shown + ": " + error + "; its frames stay module+offset");
+      return nullptr;
+    }
+    fd = elf_fd;
+    file->pe = true;
+  }
   file->dwfl = dwfl_begin(&kOfflineCallbacks);
   if (file->dwfl == nullptr) {
     close(fd);
-    Warn(path + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
+    Warn(shown + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
     return nullptr;
   }
   dwfl_report_begin(file->dwfl);
-  file->mod = dwfl_report_elf(file->dwfl, path.c_str(), path.c_str(), fd, 0, false);
+  file->mod = dwfl_report_elf(file->dwfl, path.c_str(), host.c_str(), fd, 0, false);
   if (file->mod == nullptr) {
     close(fd);  // consumed only on success
-    Warn(path + ": not a usable ELF file (" + dwfl_errmsg(-1) + "); its frames stay module+offset");
+    Warn(shown + ": not a usable ELF file (" + dwfl_errmsg(-1) +
+         "); its frames stay module+offset");
     return nullptr;
   }
   dwfl_report_end(file->dwfl, nullptr, nullptr);
@@ -406,7 +479,7 @@ Symbolizer::ElfFile* Symbolizer::OpenFile(const std::string& path) {
   // rather than assume (prelinked objects have a non-zero first p_vaddr).
   file->elf = dwfl_module_getelf(file->mod, &file->elf_bias);
   if (file->elf == nullptr) {
-    Warn(path + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
+    Warn(shown + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
     return nullptr;
   }
   file->initializers = InitializerAddresses(file->elf);
@@ -416,10 +489,18 @@ Symbolizer::ElfFile* Symbolizer::OpenFile(const std::string& path) {
   GElf_Addr note_vaddr = 0;
   int length = dwfl_module_build_id(file->mod, &bits, &note_vaddr);
   if (length > 0) file->build_id.assign(reinterpret_cast<const char*>(bits), length);
+  if (file->pe) file->build_id = pe.build_id;
 
   Dwarf_Addr dwarf_bias = 0;
   file->has_dwarf = dwfl_module_getdwarf(file->mod, &dwarf_bias) != nullptr;
-  if (!file->has_dwarf) {
+  if (!file->has_dwarf && file->pe) {
+    // MSVC keeps its debug info in a .pdb file, which is not read (docs/windows.md).
+    Warn(shown + ": no DWARF debug info (built without -g, or by MSVC, whose PDB files are " +
+         "not read); " +
+         (dwfl_module_getsymtab(file->mod) > 0
+              ? "function names from the COFF symbol table, no source lines"
+              : "no symbols either; its frames stay module+offset"));
+  } else if (!file->has_dwarf) {
     if (dwfl_module_getsymtab(file->mod) > 0) {
       Warn(path + ": no DWARF debug info (install its debug symbols); function names from the " +
            "symbol table, no source lines");
@@ -448,7 +529,9 @@ void Symbolizer::Examine(Module* module) {
   ElfFile* file = OpenFile(record.path);
   if (file == nullptr) return;
   if (!record.build_id.empty() && record.build_id != file->build_id) {
-    Warn(record.path + ": build-id on disk " + Hex(file->build_id) + " differs from the " +
+    // A PE's identity is its CodeView (RSDS) GUID + age, the agent's build_id for it.
+    Warn(record.path + (file->pe ? ": CodeView GUID+age on disk " : ": build-id on disk ") +
+         Hex(file->build_id) + " differs from the " +
          "recorded " + Hex(record.build_id) + " (file changed since the capture); its frames " +
          "stay module+offset");
     return;
