@@ -19,8 +19,6 @@ namespace memlens::windows {
 
 // True between a successful start and the end: the hooks record only then.
 bool Recording();
-// The writer reads the module list again before its next stack (a library came or went).
-void NoteModulesChanged();
 // Drains every thread's events, writes the END record and closes the capture. `detail`: the
 // exception code for EndReason::kSignal (an unhandled exception), else 0.
 void EndRecording(format::EndReason reason, int64_t detail);

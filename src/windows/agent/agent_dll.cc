@@ -12,6 +12,7 @@
 // as detail) before Windows ends the process; DLL_PROCESS_DETACH catches every other way out,
 // writing from the detaching thread when the writer thread was already ended.
 #include <windows.h>
+#include <winternl.h>
 
 #include <string>
 #include <vector>
@@ -104,6 +105,53 @@ DWORD WINAPI WriterMain(void*) {
   return 0;
 }
 
+// ntdll's library notifications (LdrRegisterDllNotification; Windows and Wine alike), which
+// mingw-w64's headers do not declare.
+struct DllNotification {
+  ULONG flags;
+  const UNICODE_STRING* full_name;
+  const UNICODE_STRING* base_name;
+  void* base;
+  ULONG image_size;
+};
+enum : ULONG { kDllLoaded = 1, kDllUnloaded = 2 };
+using DllNotificationFn = VOID(CALLBACK*)(ULONG reason, const DllNotification* data, void* context);
+using RegisterFn = LONG(NTAPI*)(ULONG flags, DllNotificationFn fn, void* context, void** cookie);
+
+// A library mapped by the loader, before its DllMain runs: its imports are patched (so its
+// DllMain's allocations are seen as malloc, not only as the CRT's HeapAlloc) and it is
+// described for the capture at once (it may be unloaded before the writer's next cycle).
+VOID CALLBACK OnDllNotification(ULONG reason, const DllNotification* data, void*) {
+  if (!Recording()) return;
+  ThreadState* state = CurrentThreadState();
+  if (state == nullptr) return;
+  const DWORD error = GetLastError();
+  {
+    Guard guard(state);
+    auto* module = static_cast<HMODULE>(data->base);
+    if (reason == kDllLoaded) {
+      PatchNewModule(g_self, module);
+      const std::wstring path(data->full_name->Buffer, data->full_name->Length / sizeof(wchar_t));
+      LoadedModule described;
+      if (DescribeModule(module, path.c_str(), &described)) g_writer->Announce(std::move(described));
+    } else if (reason == kDllUnloaded) {
+      ForgetModule(module);
+      g_writer->NoteModulesChanged();
+    }
+  }
+  SetLastError(error);
+}
+
+void WatchLibraries() {
+  auto* ntdll = GetModuleHandleW(L"ntdll.dll");
+  auto* reg = reinterpret_cast<RegisterFn>(reinterpret_cast<void*>(
+      GetProcAddress(ntdll, "LdrRegisterDllNotification")));
+  void* cookie = nullptr;
+  if (reg == nullptr || reg(0, OnDllNotification, nullptr, &cookie) != 0) {
+    Say("libraries loaded from now on are not recorded (no loader notifications here)");
+  }
+}
+
 LONG WINAPI OnUnhandledException(EXCEPTION_POINTERS* info) {
   EndRecording(format::EndReason::kSignal,
                static_cast<int64_t>(info->ExceptionRecord->ExceptionCode));
@@ -150,6 +198,7 @@ void Start(HMODULE self) {
   }
   g_previous_filter = SetUnhandledExceptionFilter(OnUnhandledException);
   InterlockedExchange(&g_recording, 1);
+  WatchLibraries();
   PatchLoadedModules(self);
 }
 
@@ -157,10 +206,6 @@ void Start(HMODULE self) {
 
 bool Recording() { return g_recording != 0; }
 HMODULE AgentModule() { return g_self; }
-
-void NoteModulesChanged() {
-  if (g_writer) g_writer->NoteModulesChanged();
-}
 
 void EndRecording(format::EndReason reason, int64_t detail) {
   if (g_writer == nullptr || InterlockedExchange(&g_ended, 1) != 0) return;

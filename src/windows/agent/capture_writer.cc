@@ -84,6 +84,13 @@ void CaptureWriter::Cycle() {
   if (finished_) return;
   // Every event numbered below this had happened by now (docs/capture-format.md, kTime).
   meta_encoder_.Time({SinceStartNs(), NextSeq()});
+  // Libraries loaded since the last cycle, before the events whose stacks may reach them.
+  std::vector<LoadedModule> announced;
+  AcquireSRWLockExclusive(&announced_lock_);
+  announced.swap(announced_);
+  ReleaseSRWLockExclusive(&announced_lock_);
+  for (LoadedModule& m : announced) WriteModule(m);
+  const bool changed = InterlockedExchange(&modules_changed_, 0) != 0;
   ThreadRing* previous = nullptr;
   for (ThreadRing* ring = FirstRing(); ring != nullptr;) {
     const bool exited = ring->exited.load(std::memory_order_acquire);
@@ -96,6 +103,8 @@ void CaptureWriter::Cycle() {
     }
     ring = next;
   }
+  // Unloads last: the events drained above happened while those libraries were loaded.
+  if (changed) WriteUnloads();
   const uint64_t dropped = DroppedEvents();
   if (dropped != dropped_written_) {
     meta_encoder_.Drops({dropped - dropped_written_});
@@ -217,22 +226,40 @@ uint64_t CaptureWriter::InternStack(const uint64_t* frames, int count, uint64_t 
                           });
 }
 
-// A frame in no module known yet: a library loaded since the last scan.
+void CaptureWriter::Announce(LoadedModule module) {
+  AcquireSRWLockExclusive(&announced_lock_);
+  announced_.push_back(std::move(module));
+  ReleaseSRWLockExclusive(&announced_lock_);
+}
+
+// A frame in no module known yet: a library loaded before a notification could say so.
 void CaptureWriter::KnowAddress(uint64_t ip) {
   if (format::IsAnnotationFrameIp(ip)) return;
-  if (!modules_changed_) {
-    for (const KnownModule& m : modules_) {
-      if (m.loaded && ip >= m.start && ip < m.end) return;
-    }
+  for (const KnownModule& m : modules_) {
+    if (m.loaded && ip >= m.start && ip < m.end) return;
   }
   RescanModules();
 }
 
+// Writes the records of the loaded modules not written yet (never unloads: WriteUnloads).
 void CaptureWriter::RescanModules() {
-  InterlockedExchange(&modules_changed_, 0);
-  std::vector<LoadedModule> now = ListLoadedModules();
-  // Gone: unloaded (FreeLibrary). Its frames stay resolvable; new stacks get new nodes, since
-  // the same addresses may now belong to another library.
+  for (LoadedModule& m : ListLoadedModules()) WriteModule(m);
+}
+
+void CaptureWriter::WriteModule(LoadedModule& m) {
+  const bool known = std::any_of(modules_.begin(), modules_.end(), [&](const KnownModule& k) {
+    return k.loaded && k.handle == m.handle && k.start == m.base && k.end == m.base + m.size;
+  });
+  if (known) return;
+  m.record.id = next_module_id_++;
+  meta_encoder_.Module(m.record);
+  modules_.push_back({m.record.id, m.base, m.base + m.size, m.handle, true});
+}
+
+// Modules gone since the last look (FreeLibrary). Their frames stay resolvable; new stacks get
+// new nodes, since the same addresses may now belong to another library.
+void CaptureWriter::WriteUnloads() {
+  const std::vector<LoadedModule> now = ListLoadedModules();
   bool unloaded = false;
   for (KnownModule& k : modules_) {
     if (!k.loaded) continue;
@@ -246,15 +273,6 @@ void CaptureWriter::RescanModules() {
     }
   }
   if (unloaded) interner_.ForgetPaths();
-  for (LoadedModule& m : now) {
-    const bool known = std::any_of(modules_.begin(), modules_.end(), [&](const KnownModule& k) {
-      return k.loaded && k.handle == m.handle && k.start == m.base;
-    });
-    if (known) continue;
-    m.record.id = next_module_id_++;
-    meta_encoder_.Module(m.record);
-    modules_.push_back({m.record.id, m.base, m.base + m.size, m.handle, true});
-  }
 }
 
 void CaptureWriter::Flush() {

@@ -44,6 +44,10 @@ class CaptureWriter {
   // Finishes the capture on the calling thread, when the writer thread is gone; skipped when
   // that thread died inside a cycle (its records are then lost past the last chunk).
   void Finish(format::EndReason reason, int64_t detail);
+  // A library the loader just mapped (any thread, under the loader's lock): described there,
+  // so that its record is written even when it is unloaded before the writer's next cycle.
+  void Announce(LoadedModule module);
+  // A library is being unloaded: its unload record is written after the events before it.
   void NoteModulesChanged() { modules_changed_ = 1; }
 
  private:
@@ -53,6 +57,8 @@ class CaptureWriter {
   uint64_t InternStack(const uint64_t* frames, int count, uint64_t annotation);
   void KnowAddress(uint64_t ip);
   void RescanModules();
+  void WriteModule(LoadedModule& module);
+  void WriteUnloads();
   void Flush();
   void WriteEnd();
   void Write(const std::string& bytes);
@@ -60,7 +66,7 @@ class CaptureWriter {
 
   HANDLE file_;
   CRITICAL_SECTION lock_;
-  volatile LONG modules_changed_ = 1;
+  volatile LONG modules_changed_ = 0;
   volatile LONG stop_ = 0;
   format::EndReason end_reason_ = format::EndReason::kExit;
   int64_t end_detail_ = 0;
@@ -83,6 +89,8 @@ class CaptureWriter {
     bool loaded;
   };
   std::vector<KnownModule> modules_;
+  SRWLOCK announced_lock_ = SRWLOCK_INIT;
+  std::vector<LoadedModule> announced_;  // under announced_lock_
   uint64_t next_module_id_ = 1;
   std::vector<bool> threads_written_;
   std::unordered_map<uint64_t, uint32_t> private_heaps_;  // HeapCreate's handle -> heap id

@@ -21,8 +21,9 @@
   X(_aligned_free)
 
 // kernel32's (or kernelbase's, or an api-ms-win-core-* forwarder's): the heap and virtual
-// memory APIs every allocator ends in, the loader (a DLL loaded later gets its imports patched
-// too, and its frames need its module record) and the process's end.
+// memory APIs every allocator ends in, and the process's end. Libraries loaded later are seen
+// by the loader's own notifications (agent_dll.cc), not by hooking LoadLibrary: those cover
+// the libraries a library brings in, and come before the library's DllMain runs.
 #define MEMLENS_WINDOWS_KERNEL_HOOKS(X) \
   X(HeapCreate)                         \
   X(HeapDestroy)                        \
@@ -31,11 +32,6 @@
   X(HeapFree)                           \
   X(VirtualAlloc)                       \
   X(VirtualFree)                        \
-  X(LoadLibraryA)                       \
-  X(LoadLibraryW)                       \
-  X(LoadLibraryExA)                     \
-  X(LoadLibraryExW)                     \
-  X(FreeLibrary)                        \
   X(ExitProcess)
 
 namespace memlens::windows {

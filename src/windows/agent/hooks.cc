@@ -25,8 +25,14 @@ constexpr uint64_t kPage = 4096;
 // The stack of the hook's caller, innermost first: the frames of CaptureStack and the hook
 // are skipped (x64 Windows code has no frame pointers: RtlCaptureStackBackTrace unwinds with
 // the modules' .pdata tables).
+// The walk may go on past the thread's first frame into what is left on the stack: it is cut
+// at the first frame that cannot be code (below 64 KiB, never mapped on Windows).
 __attribute__((noinline)) int CaptureStack(uint64_t* frames) {
-  return RtlCaptureStackBackTrace(2, kMaxFrames, reinterpret_cast<void**>(frames), nullptr);
+  const int n = RtlCaptureStackBackTrace(2, kMaxFrames, reinterpret_cast<void**>(frames), nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (frames[i] < 0x10000) return i;
+  }
+  return n;
 }
 
 // The thread's state when this call is to be recorded, else nullptr.
@@ -230,54 +236,6 @@ BOOL WINAPI HookVirtualFree(LPVOID address, SIZE_T size, DWORD type) {
     }
   }
   return Guarded(state, [&] { return Real<decltype(&VirtualFree)>(k_VirtualFree)(address, size, type); });
-}
-
-// A library's own initialization (its DllMain's allocations) is recorded: the loader runs
-// unguarded. Its imports are patched and its module record written once it is loaded.
-void AfterLoad(HMODULE module) {
-  if (module == nullptr) return;
-  ThreadState* state = Entering();  // a load inside the agent's own work waits for it to end
-  if (state == nullptr) return;
-  const DWORD error = GetLastError();
-  Guard guard(state);
-  PatchLoadedModules(AgentModule());
-  NoteModulesChanged();
-  SetLastError(error);
-}
-
-HMODULE WINAPI HookLoadLibraryA(LPCSTR name) {
-  HMODULE m = Real<decltype(&LoadLibraryA)>(k_LoadLibraryA)(name);
-  AfterLoad(m);
-  return m;
-}
-HMODULE WINAPI HookLoadLibraryW(LPCWSTR name) {
-  HMODULE m = Real<decltype(&LoadLibraryW)>(k_LoadLibraryW)(name);
-  AfterLoad(m);
-  return m;
-}
-HMODULE WINAPI HookLoadLibraryExA(LPCSTR name, HANDLE file, DWORD flags) {
-  HMODULE m = Real<decltype(&LoadLibraryExA)>(k_LoadLibraryExA)(name, file, flags);
-  AfterLoad(m);
-  return m;
-}
-HMODULE WINAPI HookLoadLibraryExW(LPCWSTR name, HANDLE file, DWORD flags) {
-  HMODULE m = Real<decltype(&LoadLibraryExW)>(k_LoadLibraryExW)(name, file, flags);
-  AfterLoad(m);
-  return m;
-}
-
-BOOL WINAPI HookFreeLibrary(HMODULE module) {
-  const BOOL freed = Real<decltype(&FreeLibrary)>(k_FreeLibrary)(module);
-  if (freed) {
-    const DWORD error = GetLastError();
-    if (ThreadState* state = Entering()) {
-      Guard guard(state);
-      ForgetUnloadedModules();
-      NoteModulesChanged();
-    }
-    SetLastError(error);
-  }
-  return freed;
 }
 
 void WINAPI HookExitProcess(UINT code) {

@@ -139,6 +139,15 @@ int LoadedModules(HMODULE* modules, int capacity) {
   return n < capacity ? n : capacity;
 }
 
+// The providers themselves are left alone: kernel32's HeapAlloc, the real function the hooks
+// call, reaches kernelbase and ntdll through kernel32's own import table.
+bool Patchable(HMODULE self, HMODULE module) {
+  const HMODULE providers[] = {self, GetModuleHandleW(L"kernel32.dll"),
+                               GetModuleHandleW(L"kernelbase.dll"), GetModuleHandleW(L"ntdll.dll")};
+  return std::find(std::begin(providers), std::end(providers), module) == std::end(providers) &&
+         !Patched(module) && g_patched_count < kMaxModules;
+}
+
 }  // namespace
 
 bool ResolveKernelFunctions() {
@@ -154,31 +163,30 @@ bool ResolveKernelFunctions() {
 
 void PatchLoadedModules(HMODULE self) {
   static HMODULE modules[kMaxModules];  // under the lock
-  // The providers themselves are left alone: kernel32's HeapAlloc, the real function the
-  // hooks call, reaches kernelbase and ntdll through kernel32's own import table.
-  const HMODULE providers[] = {self, GetModuleHandleW(L"kernel32.dll"),
-                               GetModuleHandleW(L"kernelbase.dll"), GetModuleHandleW(L"ntdll.dll")};
   AcquireSRWLockExclusive(&g_lock);
   const int n = LoadedModules(modules, kMaxModules);
   for (int i = 0; i < n; ++i) {
-    const bool provider =
-        std::find(std::begin(providers), std::end(providers), modules[i]) != std::end(providers);
-    if (provider || Patched(modules[i]) || g_patched_count == kMaxModules) continue;
+    if (!Patchable(self, modules[i])) continue;
     PatchModule(modules[i]);
     g_patched[g_patched_count++] = modules[i];
   }
   ReleaseSRWLockExclusive(&g_lock);
 }
 
-void ForgetUnloadedModules() {
-  static HMODULE modules[kMaxModules];
+void PatchNewModule(HMODULE self, HMODULE module) {
   AcquireSRWLockExclusive(&g_lock);
-  const int n = LoadedModules(modules, kMaxModules);
+  if (Patchable(self, module)) {
+    PatchModule(module);
+    g_patched[g_patched_count++] = module;
+  }
+  ReleaseSRWLockExclusive(&g_lock);
+}
+
+void ForgetModule(HMODULE module) {
+  AcquireSRWLockExclusive(&g_lock);
   int kept = 0;
   for (int i = 0; i < g_patched_count; ++i) {
-    bool loaded = false;
-    for (int j = 0; j < n && !loaded; ++j) loaded = modules[j] == g_patched[i];
-    if (loaded) g_patched[kept++] = g_patched[i];
+    if (g_patched[i] != module) g_patched[kept++] = g_patched[i];
   }
   g_patched_count = kept;
   ReleaseSRWLockExclusive(&g_lock);

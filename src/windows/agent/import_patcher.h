@@ -1,12 +1,12 @@
 // src/windows/agent/import_patcher.h
 //
 // Import-table patching: every module's import address table entries for the functions of
-// hooked_functions.h are pointed at the agent's hooks, at start and again after every
-// LoadLibrary (for the modules it brought in). The agent's own module is never patched: its
+// hooked_functions.h are pointed at the agent's hooks, at start and then each library as the
+// loader maps it (agent_dll.cc's notification, before the library's DllMain runs). The agent's own module is never patched: its
 // calls reach the real functions, so its own memory is never recorded.
 //
 // Runs on: the thread that loads the agent (PatchLoadedModules at start) and any thread that
-// loads a library (after LoadLibrary returns). Thread safety: one lock around the patching;
+// loads or unloads a library (the loader's notifications, under its lock). Thread safety: one lock around the patching;
 // not on the allocation hot path.
 #pragma once
 
@@ -31,8 +31,9 @@ HookTables& Hooks();
 bool ResolveKernelFunctions();
 // Patches every loaded module not patched yet (all but `self`).
 void PatchLoadedModules(HMODULE self);
-// Forgets the modules no longer loaded (after FreeLibrary): one loaded later at the same
-// address is patched anew.
-void ForgetUnloadedModules();
+// Patches one module just loaded (unless it is `self`).
+void PatchNewModule(HMODULE self, HMODULE module);
+// Forgets a module being unloaded: one loaded later at the same address is patched anew.
+void ForgetModule(HMODULE module);
 
 }  // namespace memlens::windows

@@ -64,6 +64,30 @@ std::string Utf8(const wchar_t* text, int length) {
   return out;
 }
 
+bool DescribeModule(HMODULE handle, const wchar_t* path, LoadedModule* out) {
+  auto* base = reinterpret_cast<const char*>(handle);
+  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
+  if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) {
+    return false;
+  }
+  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(base + dos->e_lfanew);
+  if (nt->Signature != IMAGE_NT_SIGNATURE ||
+      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
+    return false;
+  }
+  LoadedModule& m = *out;
+  m.handle = handle;
+  m.base = reinterpret_cast<uint64_t>(handle);
+  m.size = nt->OptionalHeader.SizeOfImage;
+  uint64_t image_base = m.base;
+  if (!PreferredImageBase(path, &image_base)) image_base = m.base;
+  m.record.load_bias = m.base - image_base;
+  m.record.path = Utf8(path);
+  m.record.build_id = CodeViewIdentity(base, nt);
+  m.record.segments.assign(1, {m.base, m.size});
+  return true;
+}
+
 std::vector<LoadedModule> ListLoadedModules() {
   std::vector<HMODULE> handles(256);
   DWORD bytes = 0;
@@ -78,28 +102,10 @@ std::vector<LoadedModule> ListLoadedModules() {
   handles.resize(bytes / sizeof(HMODULE));
   std::vector<LoadedModule> modules;
   for (HMODULE h : handles) {
-    auto* base = reinterpret_cast<const char*>(h);
-    auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
-    if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) continue;
-    auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(base + dos->e_lfanew);
-    if (nt->Signature != IMAGE_NT_SIGNATURE ||
-        nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
-      continue;
-    }
     wchar_t path[MAX_PATH * 4];
     const DWORD n = GetModuleFileNameW(h, path, MAX_PATH * 4);
-    if (n == 0 || n >= MAX_PATH * 4) continue;
     LoadedModule m;
-    m.handle = h;
-    m.base = reinterpret_cast<uint64_t>(h);
-    m.size = nt->OptionalHeader.SizeOfImage;
-    uint64_t image_base = m.base;
-    if (!PreferredImageBase(path, &image_base)) image_base = m.base;
-    m.record.load_bias = m.base - image_base;
-    m.record.path = Utf8(path, static_cast<int>(n));
-    m.record.build_id = CodeViewIdentity(base, nt);
-    m.record.segments.push_back({m.base, m.size});
-    modules.push_back(std::move(m));
+    if (n > 0 && n < MAX_PATH * 4 && DescribeModule(h, path, &m)) modules.push_back(std::move(m));
   }
   return modules;
 }

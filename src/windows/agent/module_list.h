@@ -27,6 +27,8 @@ struct LoadedModule {
 
 // Every module loaded now, in the loader's order.
 std::vector<LoadedModule> ListLoadedModules();
+// One module, loaded from `path`: false when its headers are not a 64-bit PE image's.
+bool DescribeModule(HMODULE handle, const wchar_t* path, LoadedModule* out);
 
 // UTF-16 to UTF-8.
 std::string Utf8(const wchar_t* text, int length = -1);

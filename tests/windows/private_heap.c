@@ -1,0 +1,19 @@
+// HeapCreate's heaps: on the first, 4 blocks of 3000 bytes (one freed) and one zeroed block of
+// 5000 that HeapReAlloc grows to 6000; the second gets 2 blocks of 700 and is destroyed with
+// them. At exit the first heap holds 3 x 3000 + 6000 bytes.
+#include <stdio.h>
+#include <windows.h>
+
+int main(void) {
+  HANDLE heap = HeapCreate(0, 0, 0);  // @create
+  void* blocks[4];
+  for (int i = 0; i < 4; ++i) blocks[i] = HeapAlloc(heap, 0, 3000);  // @blocks
+  HeapFree(heap, 0, blocks[0]);
+  void* zeroed = HeapAlloc(heap, HEAP_ZERO_MEMORY, 5000);  // @zeroed
+  zeroed = HeapReAlloc(heap, 0, zeroed, 6000);  // @grown
+  HANDLE gone = HeapCreate(0, 0, 0);  // @create_gone
+  for (int i = 0; i < 2; ++i) HeapAlloc(gone, 0, 700);  // @gone_blocks
+  HeapDestroy(gone);
+  printf("heaps %d\n", zeroed != NULL);
+  return 0;
+}
