@@ -1,0 +1,232 @@
+"""memlens for Windows programs (issue 31; docs/windows.md): the programs of tests/windows,
+cross-built with mingw-w64 (tools/build-windows), run under wine by memlens.exe with the agent
+DLL injected; the Linux `memlens` reads the captures. Exact bytes at exact lines, as on Linux.
+
+Wine runs in a prefix of its own (a cache folder: making one takes half a minute, once), with
+its crash debugger off (a crashing program then ends as it would on Windows with no debugger
+registered) and one wineserver kept for the whole module. Without wine or the Windows build
+these tests skip, saying why; CI installs both and sets MEMLENS_REQUIRE_WINDOWS=1, under which
+they fail instead.
+"""
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO, memlens
+
+WINDOWS_BUILD = pathlib.Path(os.environ.get("MEMLENS_WINDOWS_BUILD_DIR", REPO / "build-windows"))
+LAUNCHER = WINDOWS_BUILD / "bin" / "memlens.exe"
+PROGRAMS = WINDOWS_BUILD / "tests"
+SOURCES = REPO / "tests" / "windows"
+WINE = shutil.which("wine") or shutil.which("wine64")
+PREFIX = pathlib.Path(os.environ.get("MEMLENS_WINE_PREFIX",
+                                     pathlib.Path.home() / ".cache" / "memlens" / "wine-prefix"))
+ACCESS_VIOLATION = 0xC0000005
+
+
+def missing():
+    if WINE is None:
+        return "wine is not installed (Debian: wine64)"
+    if not LAUNCHER.exists():
+        return f"{LAUNCHER} is missing (tools/build-windows builds it)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def wine_env():
+    why = missing()
+    if why:
+        if os.environ.get("MEMLENS_REQUIRE_WINDOWS") == "1":
+            pytest.fail(f"MEMLENS_REQUIRE_WINDOWS=1 but {why}", pytrace=False)
+        pytest.skip(why)
+    env = {**os.environ, "WINEPREFIX": str(PREFIX), "WINEDEBUG": "-all",
+           "WINEDLLOVERRIDES": "winedbg.exe=d;mscoree=d;mshtml=d"}
+    PREFIX.parent.mkdir(parents=True, exist_ok=True)
+    # Wine's server and services outlive the program that starts them, holding its standard
+    # handles: started here on /dev/null, not on a pipe a later run would wait on to close. The
+    # first program in a new prefix makes it (wineboot: half a minute).
+    quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+    subprocess.run(["wineserver", "-p"], check=False, **quiet)
+    subprocess.run([WINE, "cmd", "/c", "exit"], timeout=300, check=False, **quiet)
+    yield env
+    subprocess.run(["wineserver", "-k"], check=False, **quiet)
+
+
+def wine(env, *argv, timeout=180, cwd=None):
+    return subprocess.run([WINE, *map(str, argv)], env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout, cwd=cwd)
+
+
+class WindowsRun:
+    """A program of tests/windows run under memlens.exe, and `memlens` (Linux) on its capture."""
+
+    def __init__(self, env, tmp_path, program, *args):
+        self.env = env
+        self.capture = tmp_path / f"{program}.mlens"
+        self.proc = wine(env, LAUNCHER, "run", "-o", self.capture, "--", PROGRAMS / f"{program}.exe",
+                         *args, cwd=tmp_path)
+
+    def analyze(self, command, *args):
+        out = memlens(command, self.capture, "--json", *args, env=self.env)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def rows_at(self, source, marker, *args):
+        line = line_of(source, marker)
+        rows = self.analyze("top", "--by", "line", "--limit", "100000", *args)["rows"]
+        return [r for r in rows
+                if r["site"]["file"].endswith("/" + source) and r["site"]["line"] == line]
+
+    def row_at(self, source, marker, *args):
+        rows = self.rows_at(source, marker, *args)
+        assert len(rows) == 1, f"expected one row at {source}:@{marker}, got {rows}"
+        return rows[0]
+
+
+def line_of(source, marker):
+    for number, text in enumerate((SOURCES / source).read_text().splitlines(), start=1):
+        if re.search(r"// @" + re.escape(marker) + r"\b", text):
+            return number
+    raise AssertionError(f"no @{marker} in {source}")
+
+
+@pytest.fixture
+def run(wine_env, tmp_path):
+    def start(program, *args):
+        r = WindowsRun(wine_env, tmp_path, program, *args)
+        assert r.capture.exists(), r.proc.stderr
+        return r
+    return start
+
+
+def test_leak_through_a_helper_tells_its_two_callers_apart(run):
+    r = run("leak_two_callers")
+    assert r.proc.returncode == 0, r.proc.stderr
+    assert r.proc.stdout == "leaked\n"
+    site = r.row_at("leak_two_callers.c", "helper")
+    assert site["site"]["function"] == "keep"
+    assert site["allocations"] == 8 and site["allocated_bytes"] == 3 * 1000 + 5 * 2000
+    assert site["leaked_blocks"] == 8 and site["leaked_bytes"] == 13000
+    freed = r.row_at("leak_two_callers.c", "freed")
+    assert freed["allocated_bytes"] == 4096 and freed["leaked_bytes"] == 0
+    by_caller = {}
+    for leak in r.analyze("leaks")["leaks"]:
+        if leak["site"]["function"] == "keep":
+            caller = leak["stack"][1]
+            by_caller[(caller["function"], caller["line"])] = (leak["blocks"], leak["bytes"])
+    assert by_caller == {("main", line_of("leak_two_callers.c", "first")): (3, 3000),
+                         ("main", line_of("leak_two_callers.c", "second")): (5, 10000)}
+
+
+def test_new_array_peak_and_what_is_never_deleted(run):
+    r = run("new_array_peak")
+    assert r.proc.returncode == 0, r.proc.stderr
+    arrays = r.row_at("new_array_peak.cc", "arrays")
+    assert arrays["allocations"] == 10 and arrays["peak_bytes"] == 40000
+    assert arrays["peak_blocks"] == 10 and arrays["leaked_bytes"] == 0
+    kept = r.row_at("new_array_peak.cc", "kept")
+    assert kept["allocated_bytes"] == 25000 and kept["leaked_bytes"] == 25000
+    assert kept["peak_bytes"] == 0, "the arrays' peak came before it"
+
+
+def test_eight_threads(run):
+    r = run("threads")
+    assert r.proc.returncode == 0, r.proc.stderr
+    block = r.row_at("threads.c", "block")
+    assert block["allocations"] == 8000 and block["allocated_bytes"] == 8000 * 48
+    assert block["leaked_blocks"] == 80 and block["leaked_bytes"] == 80 * 48
+    summary = r.analyze("summary")
+    assert summary["process"]["threads"] >= 9  # main and the eight
+    assert summary["totals"]["dropped_events"] == 0
+
+
+def test_a_library_loaded_and_unloaded_at_run_time(run):
+    r = run("library_loader")
+    assert r.proc.returncode == 0, r.proc.stderr
+    # Symbolized from the DLL's debug information although it was unloaded before the end.
+    block = r.row_at("library.c", "library_block")
+    assert block["site"]["function"] == "library_allocate"
+    assert block["site"]["module"].endswith("library.dll")
+    assert block["allocations"] == 3 and block["leaked_bytes"] == 3 * 1234
+    # Its DllMain ran before LoadLibrary returned: its malloc was hooked already.
+    at_load = r.row_at("library.c", "at_load")
+    assert at_load["site"]["function"] == "DllMain" and at_load["leaked_bytes"] == 777
+    after = r.row_at("library_loader.c", "after")
+    assert after["allocated_bytes"] == 100
+    stack = [l for l in r.analyze("leaks")["leaks"] if l["site"]["function"] == "library_allocate"]
+    assert stack and stack[0]["stack"][1]["line"] == line_of("library_loader.c", "call")
+
+
+def test_private_heaps_are_custom_heaps(run):
+    r = run("private_heap")
+    assert r.proc.returncode == 0, r.proc.stderr
+    heaps = {row["heap"]: row
+             for row in r.analyze("top", "--by", "heap")["rows"]}
+    kept, gone = heaps["HeapCreate #1"], heaps["HeapCreate #2"]
+    assert kept["leaked_bytes"] == 3 * 3000 + 6000 and kept["leaked_blocks"] == 4
+    assert gone["allocated_bytes"] == 1400 and gone["leaked_bytes"] == 0  # HeapDestroy
+    blocks = r.row_at("private_heap.c", "blocks", "--heap", "HeapCreate #1")
+    assert blocks["allocations"] == 4 and blocks["leaked_bytes"] == 9000
+    zeroed = r.row_at("private_heap.c", "zeroed", "--heap", "HeapCreate #1")
+    assert zeroed["allocated_bytes"] == 5000 and zeroed["leaked_bytes"] == 0
+    grown = r.row_at("private_heap.c", "grown", "--heap", "HeapCreate #1")
+    assert grown["allocated_bytes"] == 6000 and grown["leaked_bytes"] == 6000
+
+
+def test_virtual_alloc_is_mapped_memory(run):
+    r = run("virtual_memory")
+    assert r.proc.returncode == 0, r.proc.stderr
+    commit = r.row_at("virtual_memory.c", "commit")
+    assert commit["mapping_allocated_bytes"] == 64 << 10
+    assert commit["mapping_leaked_bytes"] == 64 << 10
+    released = r.row_at("virtual_memory.c", "released")
+    assert released["mapping_allocated_bytes"] == 256 << 10
+    assert released["mapping_leaked_bytes"] == 0
+    kept = r.row_at("virtual_memory.c", "kept")
+    assert kept["mapping_leaked_bytes"] == 128 << 10
+    # Reserved address space is not memory: what of the reservation was never committed.
+    assert not r.rows_at("virtual_memory.c", "reserve")
+    assert r.analyze("summary")["totals"]["mappings"]["reserved_bytes"] == (1 << 20) - (64 << 10)
+
+
+def test_arguments_console_directory_and_exit_code_pass_through(wine_env, tmp_path):
+    args = ["42", "a b", 'q"uote', "back\\\\", "", "tab\there"]
+    plain = wine(wine_env, PROGRAMS / "arguments.exe", *args, cwd=tmp_path)
+    traced = WindowsRun(wine_env, tmp_path, "arguments", *args).proc
+    assert plain.returncode == traced.returncode == 42
+    assert traced.stdout == plain.stdout
+    assert "[a b]\n" in plain.stdout and '[q"uote]\n' in plain.stdout
+    memlens_lines = [l for l in traced.stderr.splitlines() if l.startswith("memlens:")]
+    assert [l for l in traced.stderr.splitlines() if l not in memlens_lines] == \
+        plain.stderr.splitlines()
+    assert memlens_lines == [f"memlens: capture written to Z:{tmp_path}\\arguments.mlens"
+                             .replace("/", "\\")]
+
+
+def test_a_crash_leaves_a_readable_capture(run, wine_env, tmp_path):
+    plain = wine(wine_env, PROGRAMS / "crash.exe", cwd=tmp_path)
+    r = run("crash")
+    assert r.proc.returncode == plain.returncode == ACCESS_VIOLATION & 0xFF
+    assert r.proc.stdout == plain.stdout == "crashing\n"
+    summary = r.analyze("summary")
+    assert summary["capture"]["end_reason"] == "signal"
+    blocks = r.row_at("crash.c", "before_crash")
+    assert blocks["allocations"] == 3 and blocks["leaked_bytes"] == 3 * 512
+
+
+def test_bad_input_gets_a_clear_message(wine_env, tmp_path):
+    missing_program = wine(wine_env, LAUNCHER, "run", "--", tmp_path / "no-such.exe")
+    assert missing_program.returncode == 127
+    assert "memlens: cannot run" in missing_program.stderr
+    unknown = wine(wine_env, LAUNCHER, "run", "--frobnicate", "x.exe")
+    assert unknown.returncode == 2 and "unknown option --frobnicate" in unknown.stderr
+    no_program = wine(wine_env, LAUNCHER, "run")
+    assert no_program.returncode == 2 and "no program" in no_program.stderr
+    help_text = wine(wine_env, LAUNCHER, "run", "--help")
+    assert help_text.returncode == 0 and "usage: memlens run" in help_text.stderr
