@@ -6,8 +6,8 @@
  *
  * Zero cost when not profiled. This header is all a program needs: it links nothing of memlens.
  * The first call in each translation unit looks the functions up in the process
- * (dlsym(RTLD_DEFAULT), glibc 2.34+ has it in libc; older glibc: link with -ldl) and caches
- * them. Without the agent (the program runs on its own) every call is then one well-predicted
+ * (dlsym(RTLD_DEFAULT), glibc 2.34+ has it in libc; older glibc: link with -ldl; on Windows
+ * GetProcAddress on memlens_agent.dll, with gcc or clang: docs/windows.md) and caches them. Without the agent (the program runs on its own) every call is then one well-predicted
  * branch on a cached pointer. With the agent (`memlens run`, which preloads libmemlens.so) the
  * calls reach the agent, which records them when this process is being recorded and returns at
  * once when it is not. Nothing here ever fails, blocks for long, throws or aborts the program:
@@ -101,14 +101,28 @@ typedef struct memlens_heap memlens_heap;
 
 #ifdef MEMLENS_AGENT_BUILD
 
-#define MEMLENS_DECLARE(ret, name, params, args, none, ret_kw) \
-  __attribute__((visibility("default"))) ret name params;
+#ifdef _WIN32 /* memlens_agent.dll exports them */
+#define MEMLENS_EXPORT __declspec(dllexport)
+#else
+#define MEMLENS_EXPORT __attribute__((visibility("default")))
+#endif
+#define MEMLENS_DECLARE(ret, name, params, args, none, ret_kw) MEMLENS_EXPORT ret name params;
 MEMLENS_API_FUNCTIONS(MEMLENS_DECLARE)
 #undef MEMLENS_DECLARE
 
 #else /* the program's side: look the agent's functions up once, then call through them */
 
+#ifdef _WIN32
+#include <windows.h>
+/* The agent is memlens_agent.dll, which memlens.exe loads into the program (docs/windows.md). */
+#define MEMLENS_LOOKUP_(name)                                                             \
+  (GetModuleHandleA("memlens_agent.dll")                                                  \
+       ? (void*)GetProcAddress(GetModuleHandleA("memlens_agent.dll"), name)               \
+       : (void*)0)
+#else
 #include <dlfcn.h>
+#define MEMLENS_LOOKUP_(name) dlsym(RTLD_DEFAULT, name)
+#endif
 
 /* One cached pointer per function, per translation unit; `resolved` is set last. Two threads
  * resolving at once store the same values: atomics make that race harmless. */
@@ -122,7 +136,7 @@ static struct memlens_api_table_ memlens_api_table_;
 
 static __attribute__((noinline, cold, unused)) void memlens_api_resolve_(void) {
 #define MEMLENS_RESOLVE(ret, name, params, args, none, ret_kw) \
-  __atomic_store_n((void**)&memlens_api_table_.name, dlsym(RTLD_DEFAULT, #name), __ATOMIC_RELAXED);
+  __atomic_store_n((void**)&memlens_api_table_.name, MEMLENS_LOOKUP_(#name), __ATOMIC_RELAXED);
   MEMLENS_API_FUNCTIONS(MEMLENS_RESOLVE)
 #undef MEMLENS_RESOLVE
   __atomic_store_n(&memlens_api_table_.resolved, 1, __ATOMIC_RELEASE);

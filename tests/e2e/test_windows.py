@@ -230,3 +230,26 @@ def test_bad_input_gets_a_clear_message(wine_env, tmp_path):
     assert no_program.returncode == 2 and "no program" in no_program.stderr
     help_text = wine(wine_env, LAUNCHER, "run", "--help")
     assert help_text.returncode == 0 and "usage: memlens run" in help_text.stderr
+
+
+def test_memlens_h_custom_heaps_markers_and_flush(run):
+    r = run("custom_heap")
+    assert r.proc.returncode == 0, r.proc.stderr  # memlens_start answered -1: no spans here
+    assert r.proc.stdout == "recording 1\n"
+    assert "spans (memlens_start, memlens_stop) are not available on Windows" in r.proc.stderr
+    nodes = r.row_at("custom_heap.c", "nodes", "--heap", "pool")
+    assert nodes["allocations"] == 10 and nodes["allocated_bytes"] == 1000
+    assert nodes["peak_bytes"] == 600 and nodes["leaked_bytes"] == 0  # 4 freed, then reset
+    big = r.row_at("custom_heap.c", "big", "--heap", "pool")
+    assert big["allocated_bytes"] == 2000 and big["peak_bytes"] == 2000 and big["leaked_bytes"] == 0
+    after = r.row_at("custom_heap.c", "after_reset", "--heap", "pool")
+    assert after["leaked_bytes"] == 300
+    types = {row["type"]: row for row in r.analyze("top", "--heap", "pool", "--by", "type")["rows"]}
+    assert types["node"]["allocated_bytes"] == 1000
+    pool = r.row_at("custom_heap.c", "pool")  # the pool's own memory, in the system heap
+    assert pool["leaked_bytes"] == 64 << 10
+    markers = r.analyze("summary")["markers"]
+    assert [(m["name"], m["category"]) for m in markers] == [("nodes_done", "phase")]
+    out = memlens("top", f"{r.capture}@marker:nodes_done", "--json", "--heap", "pool", env=r.env)
+    assert out.returncode == 0, out.stderr
+    assert sum(row["leaked_bytes"] for row in json.loads(out.stdout)["rows"]) == 600

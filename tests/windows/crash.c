@@ -3,8 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+void* volatile kept;  // so that the compiler keeps each malloc
+
 int main(void) {
-  static void* volatile kept;
   for (int i = 0; i < 3; ++i) kept = malloc(512);  // @before_crash
   printf("crashing\n");
   fflush(stdout);

@@ -3,10 +3,11 @@
 #include <stdlib.h>
 #include <windows.h>
 
+void* volatile kept;  // so that the compiler keeps each malloc
+
 static void* at_load;
 
 __declspec(dllexport) void library_allocate(int count) {
-  static void* volatile kept;
   for (int i = 0; i < count; ++i) kept = malloc(1234);  // @library_block
 }
 

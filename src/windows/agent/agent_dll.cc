@@ -205,6 +205,10 @@ void Start(HMODULE self) {
 }  // namespace
 
 bool Recording() { return g_recording != 0; }
+
+void FlushCapture(DWORD timeout_ms) {
+  if (g_writer && Recording()) g_writer->FlushNow(timeout_ms);
+}
 HMODULE AgentModule() { return g_self; }
 
 void EndRecording(format::EndReason reason, int64_t detail) {

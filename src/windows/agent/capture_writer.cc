@@ -1,6 +1,8 @@
 // src/windows/agent/capture_writer.cc
 #include "windows/agent/capture_writer.h"
 
+#include "agent/api/string_table.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -23,11 +25,6 @@ uint64_t NowNs() {
   QueryPerformanceCounter(&c);
   const uint64_t ticks = static_cast<uint64_t>(c.QuadPart);
   return ticks / frequency * 1000000000ull + ticks % frequency * 1000000000ull / frequency;
-}
-
-bool IsPrivateHeapKind(EventKind k) {
-  return k == EventKind::kMalloc || k == EventKind::kCalloc || k == EventKind::kRealloc ||
-         k == EventKind::kReallocOld || k == EventKind::kReallocFailed || k == EventKind::kFree;
 }
 
 }  // namespace
@@ -110,7 +107,21 @@ void CaptureWriter::Cycle() {
     meta_encoder_.Drops({dropped - dropped_written_});
     dropped_written_ = dropped;
   }
-  if (NowNs() - last_flush_ns_ >= kFlushNs) Flush();
+  const LONG flush_ticket = flush_requested_;
+  if (NowNs() - last_flush_ns_ >= kFlushNs || flush_ticket != flush_done_) {
+    Flush();
+    InterlockedExchange(&flush_done_, flush_ticket);
+  }
+}
+
+bool CaptureWriter::FlushNow(DWORD timeout_ms) {
+  const LONG ticket = InterlockedIncrement(&flush_requested_);
+  SetEvent(WriterWakeEvent());
+  for (DWORD waited = 0; waited < timeout_ms; ++waited) {
+    if (flush_done_ - ticket >= 0) return true;
+    Sleep(1);
+  }
+  return false;
 }
 
 void CaptureWriter::Drain(ThreadRing* ring) {
@@ -160,64 +171,108 @@ void CaptureWriter::AddEvent(uint32_t thread, const RingEvent& e, const uint64_t
   out.address = e.address;
   out.size = e.size;
   out.thread = thread;
-  const uint64_t heap_handle = e.extra;
-  auto heap = heap_handle ? private_heaps_.find(heap_handle) : private_heaps_.end();
-  const bool custom = heap != private_heaps_.end() && IsPrivateHeapKind(out.kind);
-  if (out.kind == EventKind::kHeapCreate) {
-    const uint32_t id = next_heap_id_++;
-    private_heaps_[heap_handle] = id;
-    const uint64_t name = next_string_id_++;
-    meta_encoder_.String({name, "HeapCreate #" + std::to_string(id)});
-    out.address = id;
-    out.size = name;
-    out.stack = InternStack(frames, e.frame_count, 0);
-  } else if (out.kind == EventKind::kHeapDestroy) {
-    if (heap == private_heaps_.end()) return;  // made before the recording: its blocks unknown
-    out.address = heap->second;
-    private_heaps_.erase(heap);
-  } else if (custom) {
-    const uint64_t annotation = format::AnnotationFrameIp(format::Annotation::kHeap, heap->second);
-    switch (out.kind) {
-      case EventKind::kReallocOld:
-        pending_heap_release_[thread] = e;
-        return;
-      case EventKind::kReallocFailed:
-        pending_heap_release_.erase(thread);
-        return;
-      case EventKind::kFree:
-        out.kind = EventKind::kHeapFree;
-        out.stack = InternStack(nullptr, 0, annotation);
-        break;
-      case EventKind::kRealloc: {
-        auto old = pending_heap_release_.find(thread);
-        if (old != pending_heap_release_.end()) {
-          format::Event release = out;
-          release.seq = old->second.seq;
-          release.kind = EventKind::kHeapFree;
-          release.address = old->second.address;
-          release.size = 0;
-          release.stack = InternStack(nullptr, 0, annotation);
-          event_encoder_.AddEvent(release);
-          pending_heap_release_.erase(old);
-        }
-        out.kind = EventKind::kHeapRealloc;
-        out.stack = InternStack(frames, e.frame_count, annotation);
-        break;
+  switch (out.kind) {
+    case EventKind::kHeapCreate:  // extra: HeapCreate's handle (0 from memlens.h)
+      if (e.extra) private_heaps_[e.extra] = static_cast<uint32_t>(e.address);
+      DescribeString(e.size);
+      out.stack = InternStack(frames, e.frame_count, 0);
+      break;
+    case EventKind::kHeapDestroy:
+    case EventKind::kHeapReset:
+      if (e.extra) {  // HeapDestroy: a heap made before the recording has no blocks recorded
+        auto heap = private_heaps_.find(e.extra);
+        if (heap == private_heaps_.end()) return;
+        out.address = heap->second;
+        private_heaps_.erase(heap);
       }
-      default:  // kMalloc, kCalloc
-        out.kind = EventKind::kHeapAlloc;
-        out.stack = InternStack(frames, e.frame_count, annotation);
-        break;
+      break;
+    case EventKind::kHeapAlloc:  // from memlens.h: extra is CustomHeapExtra
+    case EventKind::kHeapRealloc:
+    case EventKind::kHeapFree:
+      out.stack = InternStack(frames, e.frame_count, e.extra);
+      break;
+    case EventKind::kMarker:
+      DescribeString(e.address);
+      DescribeString(e.size);
+      break;
+    case EventKind::kSnapshot:
+      DescribeString(e.address);
+      break;
+    default: {
+      auto heap = e.extra ? private_heaps_.find(e.extra) : private_heaps_.end();
+      if (heap != private_heaps_.end()) {
+        if (!AsCustomHeapEvent(thread, e, frames, heap->second, &out)) return;
+      } else if (format::HasStack(out.kind)) {
+        out.stack = InternStack(frames, e.frame_count, 0);
+      }
     }
-  } else if (format::HasStack(out.kind)) {
-    out.stack = InternStack(frames, e.frame_count, 0);
   }
   event_encoder_.AddEvent(out);
 }
 
-uint64_t CaptureWriter::InternStack(const uint64_t* frames, int count, uint64_t annotation) {
+// A block of a heap made by HeapCreate while recording, as that custom heap's event. A
+// HeapReAlloc is two ring events (kReallocOld, then kRealloc or kReallocFailed): the old
+// block's kHeapFree is written once the new block is known (dropped when the call failed).
+bool CaptureWriter::AsCustomHeapEvent(uint32_t thread, const RingEvent& e,
+                                      const uint64_t* frames, uint32_t heap, format::Event* out) {
+  const uint64_t heap_only = CustomHeapExtra(heap, 0);
+  switch (out->kind) {
+    case EventKind::kReallocOld:
+      pending_heap_release_[thread] = e;
+      return false;
+    case EventKind::kReallocFailed:
+      pending_heap_release_.erase(thread);
+      return false;
+    case EventKind::kFree:
+      out->kind = EventKind::kHeapFree;
+      out->stack = InternStack(nullptr, 0, heap_only);
+      return true;
+    case EventKind::kRealloc: {
+      auto old = pending_heap_release_.find(thread);
+      if (old != pending_heap_release_.end()) {
+        format::Event release = *out;
+        release.seq = old->second.seq;
+        release.kind = EventKind::kHeapFree;
+        release.address = old->second.address;
+        release.size = 0;
+        release.stack = InternStack(nullptr, 0, heap_only);
+        event_encoder_.AddEvent(release);
+        pending_heap_release_.erase(old);
+      }
+      out->kind = EventKind::kHeapRealloc;
+      out->stack = InternStack(frames, e.frame_count, heap_only);
+      return true;
+    }
+    default:  // kMalloc, kCalloc
+      out->kind = EventKind::kHeapAlloc;
+      out->stack = InternStack(frames, e.frame_count, heap_only);
+      return true;
+  }
+}
+
+// A string the API interned (agent/api/string_table.h), written once before its first use.
+void CaptureWriter::DescribeString(uint64_t id) {
+  if (id == 0 || id >= agent::kMaxStringIds) return;
+  if (strings_written_.size() <= id) strings_written_.resize(id + 1);
+  if (strings_written_[id]) return;
+  size_t length = 0;
+  const char* text = agent::StringText(static_cast<uint32_t>(id), &length);
+  meta_encoder_.String({id, std::string(text, length)});
+  strings_written_[id] = true;
+}
+
+// Custom heap annotations (records.h) innermost, then the frames.
+uint64_t CaptureWriter::InternStack(const uint64_t* frames, int count, uint64_t custom_heap) {
   stack_.clear();
-  if (annotation) stack_.push_back(annotation);
+  if (custom_heap) {
+    const auto heap = static_cast<uint32_t>(custom_heap >> 32);
+    const auto type = static_cast<uint32_t>(custom_heap);
+    stack_.push_back(format::AnnotationFrameIp(format::Annotation::kHeap, heap));
+    if (type) {
+      DescribeString(type);
+      stack_.push_back(format::AnnotationFrameIp(format::Annotation::kType, type));
+    }
+  }
   stack_.insert(stack_.end(), frames, frames + count);
   return interner_.Intern(stack_.data(), static_cast<int>(stack_.size()),
                           [this](uint64_t parent, uint64_t ip) {

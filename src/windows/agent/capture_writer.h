@@ -49,12 +49,17 @@ class CaptureWriter {
   void Announce(LoadedModule module);
   // A library is being unloaded: its unload record is written after the events before it.
   void NoteModulesChanged() { modules_changed_ = 1; }
+  // Everything appended before the call is in the file when it returns true (memlens_flush).
+  bool FlushNow(DWORD timeout_ms);
 
  private:
   void Cycle();
   void Drain(ThreadRing* ring);
   void AddEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames);
-  uint64_t InternStack(const uint64_t* frames, int count, uint64_t annotation);
+  bool AsCustomHeapEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames,
+                         uint32_t heap, format::Event* out);
+  void DescribeString(uint64_t id);
+  uint64_t InternStack(const uint64_t* frames, int count, uint64_t custom_heap);
   void KnowAddress(uint64_t ip);
   void RescanModules();
   void WriteModule(LoadedModule& module);
@@ -68,6 +73,8 @@ class CaptureWriter {
   CRITICAL_SECTION lock_;
   volatile LONG modules_changed_ = 0;
   volatile LONG stop_ = 0;
+  volatile LONG flush_requested_ = 0;
+  volatile LONG flush_done_ = 0;
   format::EndReason end_reason_ = format::EndReason::kExit;
   int64_t end_detail_ = 0;
   bool finished_ = false;
@@ -94,11 +101,10 @@ class CaptureWriter {
   uint64_t next_module_id_ = 1;
   std::vector<bool> threads_written_;
   std::unordered_map<uint64_t, uint32_t> private_heaps_;  // HeapCreate's handle -> heap id
+  std::vector<bool> strings_written_;
   // Per thread index: the block a HeapReAlloc on a custom heap is releasing (its kReallocOld),
   // written as a kHeapFree once the new block is known, dropped when the call failed.
   std::unordered_map<uint32_t, RingEvent> pending_heap_release_;
-  uint32_t next_heap_id_ = 1;
-  uint64_t next_string_id_ = 1;
 };
 
 }  // namespace memlens::windows

@@ -10,8 +10,10 @@
 // Runs on: application threads.
 #include <windows.h>
 
+#include "agent/api/string_table.h"
 #include "windows/agent/agent.h"
 #include "windows/agent/import_patcher.h"
+#include "windows/agent/recording.h"
 #include "windows/agent/thread_rings.h"
 
 namespace memlens::windows {
@@ -21,38 +23,6 @@ using format::EventKind;
 
 HookTables g_tables;
 constexpr uint64_t kPage = 4096;
-
-// The stack of the hook's caller, innermost first: the frames of CaptureStack and the hook
-// are skipped (x64 Windows code has no frame pointers: RtlCaptureStackBackTrace unwinds with
-// the modules' .pdata tables).
-// The walk may go on past the thread's first frame into what is left on the stack: it is cut
-// at the first frame that cannot be code (below 64 KiB, never mapped on Windows).
-__attribute__((noinline)) int CaptureStack(uint64_t* frames) {
-  const int n = RtlCaptureStackBackTrace(2, kMaxFrames, reinterpret_cast<void**>(frames), nullptr);
-  for (int i = 0; i < n; ++i) {
-    if (frames[i] < 0x10000) return i;
-  }
-  return n;
-}
-
-// The thread's state when this call is to be recorded, else nullptr.
-ThreadState* Entering() {
-  if (!Recording()) return nullptr;
-  ThreadState* state = CurrentThreadState();
-  return state && state->guard == 0 ? state : nullptr;
-}
-
-// Records one event; with_stack captures the stack of the hook's caller. Keeps the last error.
-__attribute__((always_inline)) inline void Record(ThreadState* state, EventKind kind,
-                                                  uint64_t address, uint64_t size,
-                                                  uint64_t heap, bool with_stack) {
-  const DWORD error = GetLastError();
-  Guard guard(state);
-  uint64_t frames[kMaxFrames];
-  const int count = with_stack ? CaptureStack(frames) : 0;
-  Append(state, kind, address, size, heap, frames, count);
-  SetLastError(error);
-}
 
 // Runs the real function with the guard up: what it calls (the CRT's malloc calling HeapAlloc)
 // is part of this one call, not recorded again.
@@ -139,8 +109,15 @@ struct Crt {
 
 HANDLE WINAPI HookHeapCreate(DWORD options, SIZE_T initial, SIZE_T maximum) {
   ThreadState* state = Entering();
-  HANDLE heap = Guarded(state, [&] { return Real<decltype(&HeapCreate)>(k_HeapCreate)(options, initial, maximum); });
-  if (state && heap) Record(state, EventKind::kHeapCreate, 0, 0, Address(heap), true);
+  HANDLE heap = Guarded(state, [&] {
+    return Real<decltype(&HeapCreate)>(k_HeapCreate)(options, initial, maximum);
+  });
+  if (state && heap) {
+    const uint32_t id = NewHeapId();
+    char name[32];
+    wsprintfA(name, "HeapCreate #%u", id);
+    Record(state, EventKind::kHeapCreate, id, agent::InternString(name), Address(heap), true);
+  }
   return heap;
 }
 

@@ -13,6 +13,7 @@ DWORD g_tls = TLS_OUT_OF_INDEXES;
 std::atomic<ThreadRing*> g_rings{nullptr};
 std::atomic<uint64_t> g_seq{0};
 std::atomic<uint32_t> g_next_index{1};
+std::atomic<uint32_t> g_next_heap{1};
 std::atomic<uint64_t> g_dropped{0};
 HANDLE g_wake = nullptr;
 constexpr uint64_t kMaxWaitMs = 100;
@@ -127,6 +128,8 @@ void FreeRing(ThreadRing* ring, ThreadRing* previous) {
   constexpr size_t kStateBytes = (sizeof(ThreadState) + 63) & ~size_t{63};
   Unmap(reinterpret_cast<char*>(ring) - kStateBytes, kStateBytes + sizeof(ThreadRing));
 }
+
+uint32_t NewHeapId() { return g_next_heap.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t NextSeq() { return g_seq.load(std::memory_order_acquire); }
 uint64_t DroppedEvents() { return g_dropped.load(std::memory_order_relaxed); }

@@ -25,7 +25,9 @@
 namespace memlens::windows {
 
 // One event as the ring holds it: this header, then frame_count return addresses, innermost
-// first. `extra` is the heap handle of a HeapAlloc family event (0 for the CRT's functions).
+// first. `extra`: the heap handle of a HeapAlloc family event (0 for the CRT's functions, and
+// for HeapCreate the heap's id is the address, its name's string id the size); for a custom
+// heap's event from memlens.h, CustomHeapExtra (heap id, type name's string id).
 struct RingEvent {
   uint64_t seq;
   uint64_t address;
@@ -37,6 +39,11 @@ struct RingEvent {
 };
 static_assert(sizeof(RingEvent) == 40);
 inline constexpr int kMaxFrames = 120;
+inline uint64_t CustomHeapExtra(uint32_t heap, uint32_t type) {
+  return (uint64_t{heap} << 32) | type;
+}
+// Ids of custom heaps, memlens.h's and HeapCreate's alike: 1, 2, 3...
+uint32_t NewHeapId();
 
 struct ThreadRing {
   static constexpr size_t kBytes = 1 << 20;  // the ring's data, a power of two
