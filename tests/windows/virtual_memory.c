@@ -6,7 +6,8 @@
 int main(void) {
   char* reserved = VirtualAlloc(NULL, 1 << 20, MEM_RESERVE, PAGE_NOACCESS);  // @reserve
   VirtualAlloc(reserved, 64 << 10, MEM_COMMIT, PAGE_READWRITE);  // @commit
-  char* released = VirtualAlloc(NULL, 256 << 10, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);  // @released
+  char* released =
+      VirtualAlloc(NULL, 256 << 10, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);  // @released
   released[0] = 1;
   VirtualFree(released, 0, MEM_RELEASE);
   char* kept = VirtualAlloc(NULL, 128 << 10, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);  // @kept

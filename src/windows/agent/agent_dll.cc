@@ -133,7 +133,8 @@ VOID CALLBACK OnDllNotification(ULONG reason, const DllNotification* data, void*
       PatchNewModule(g_self, module);
       const std::wstring path(data->full_name->Buffer, data->full_name->Length / sizeof(wchar_t));
       LoadedModule described;
-      if (DescribeModule(module, path.c_str(), &described)) g_writer->Announce(std::move(described));
+      if (DescribeModule(module, path.c_str(), &described))
+        g_writer->Announce(std::move(described));
     } else if (reason == kDllUnloaded) {
       ForgetModule(module);
       g_writer->NoteModulesChanged();
@@ -144,8 +145,8 @@ VOID CALLBACK OnDllNotification(ULONG reason, const DllNotification* data, void*
 
 void WatchLibraries() {
   auto* ntdll = GetModuleHandleW(L"ntdll.dll");
-  auto* reg = reinterpret_cast<RegisterFn>(reinterpret_cast<void*>(
-      GetProcAddress(ntdll, "LdrRegisterDllNotification")));
+  auto* reg = reinterpret_cast<RegisterFn>(
+      reinterpret_cast<void*>(GetProcAddress(ntdll, "LdrRegisterDllNotification")));
   void* cookie = nullptr;
   if (reg == nullptr || reg(0, OnDllNotification, nullptr, &cookie) != 0) {
     Say("libraries loaded from now on are not recorded (no loader notifications here)");
@@ -237,7 +238,8 @@ BOOL WINAPI DllMain(HINSTANCE self, DWORD reason, LPVOID reserved) {
       if (reserved != nullptr && g_writer_thread != nullptr &&
           WaitForSingleObject(g_writer_thread, 0) == WAIT_OBJECT_0) {
         InterlockedExchange(&g_recording, 0);
-        if (InterlockedExchange(&g_ended, 1) == 0) g_writer->Finish(memlens::format::EndReason::kExit, 0);
+        if (InterlockedExchange(&g_ended, 1) == 0)
+          g_writer->Finish(memlens::format::EndReason::kExit, 0);
       } else {
         EndRecording(memlens::format::EndReason::kExit, 0);
       }

@@ -8,12 +8,11 @@
 //
 // Runs on: application threads. Hot-path rules apply (recording.h).
 #define MEMLENS_AGENT_BUILD
-#include "memlens/memlens.h"
-
 #include <algorithm>
 #include <cstring>
 
 #include "agent/api/string_table.h"
+#include "memlens/memlens.h"
 #include "windows/agent/agent.h"
 #include "windows/agent/recording.h"
 
@@ -45,7 +44,8 @@ void SayNoSpans(char* error, size_t error_size) {
   WriteFile(err, "\n", 1, &wrote, nullptr);
 }
 
-__attribute__((always_inline)) inline void Block(EventKind kind, memlens_heap* heap, const void* ptr, size_t size, const char* type) {
+__attribute__((always_inline)) inline void Block(EventKind kind, memlens_heap* heap,
+                                                 const void* ptr, size_t size, const char* type) {
   if (!heap || !ptr) return;
   if (ThreadState* state = Entering()) {
     Guard guard(state);
@@ -96,7 +96,8 @@ void memlens_heap_realloc(memlens_heap* heap, const void* old_ptr, const void* n
 
 void memlens_heap_reset(memlens_heap* heap) {
   if (!heap) return;
-  if (ThreadState* state = Entering()) Record(state, EventKind::kHeapReset, HeapId(heap), 0, 0, false);
+  if (ThreadState* state = Entering())
+    Record(state, EventKind::kHeapReset, HeapId(heap), 0, 0, false);
 }
 
 void memlens_heap_destroy(memlens_heap* heap) {

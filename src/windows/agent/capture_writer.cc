@@ -1,10 +1,10 @@
 // src/windows/agent/capture_writer.cc
 #include "windows/agent/capture_writer.h"
 
-#include "agent/api/string_table.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "agent/api/string_table.h"
 
 namespace memlens::windows {
 namespace {
@@ -213,8 +213,8 @@ void CaptureWriter::AddEvent(uint32_t thread, const RingEvent& e, const uint64_t
 // A block of a heap made by HeapCreate while recording, as that custom heap's event. A
 // HeapReAlloc is two ring events (kReallocOld, then kRealloc or kReallocFailed): the old
 // block's kHeapFree is written once the new block is known (dropped when the call failed).
-bool CaptureWriter::AsCustomHeapEvent(uint32_t thread, const RingEvent& e,
-                                      const uint64_t* frames, uint32_t heap, format::Event* out) {
+bool CaptureWriter::AsCustomHeapEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames,
+                                      uint32_t heap, format::Event* out) {
   const uint64_t heap_only = CustomHeapExtra(heap, 0);
   switch (out->kind) {
     case EventKind::kReallocOld:

@@ -56,8 +56,8 @@ class CaptureWriter {
   void Cycle();
   void Drain(ThreadRing* ring);
   void AddEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames);
-  bool AsCustomHeapEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames,
-                         uint32_t heap, format::Event* out);
+  bool AsCustomHeapEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames, uint32_t heap,
+                         format::Event* out);
   void DescribeString(uint64_t id);
   uint64_t InternStack(const uint64_t* frames, int count, uint64_t custom_heap);
   void KnowAddress(uint64_t ip);

@@ -56,14 +56,16 @@ struct Crt {
   }
   static void* __cdecl calloc(size_t count, size_t size) {
     ThreadState* state = Entering();
-    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(size_t, size_t)>(F, k_calloc)(count, size); });
+    void* p = Guarded(
+        state, [&] { return Real<void*(__cdecl*)(size_t, size_t)>(F, k_calloc)(count, size); });
     if (state && p) Record(state, EventKind::kCalloc, Address(p), count * size, 0, true);
     return p;
   }
   static void* __cdecl realloc(void* old, size_t size) {
     ThreadState* state = Entering();
     if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
-    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(void*, size_t)>(F, k_realloc)(old, size); });
+    void* p = Guarded(
+        state, [&] { return Real<void*(__cdecl*)(void*, size_t)>(F, k_realloc)(old, size); });
     if (state && p) {
       Record(state, EventKind::kRealloc, Address(p), size, 0, true);
     } else if (state && old && size != 0) {  // failed: the old block lives on
@@ -78,7 +80,9 @@ struct Crt {
   }
   static void* __cdecl _aligned_malloc(size_t size, size_t alignment) {
     ThreadState* state = Entering();
-    void* p = Guarded(state, [&] { return Real<void*(__cdecl*)(size_t, size_t)>(F, k__aligned_malloc)(size, alignment); });
+    void* p = Guarded(state, [&] {
+      return Real<void*(__cdecl*)(size_t, size_t)>(F, k__aligned_malloc)(size, alignment);
+    });
     if (state && p) Record(state, EventKind::kAlignedAlloc, Address(p), size, 0, true);
     return p;
   }
@@ -87,7 +91,7 @@ struct Crt {
     if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
     void* p = Guarded(state, [&] {
       return Real<void*(__cdecl*)(void*, size_t, size_t)>(F, k__aligned_realloc)(old, size,
-                                                                                alignment);
+                                                                                 alignment);
     });
     if (state && p) {
       Record(state, EventKind::kRealloc, Address(p), size, 0, true);
@@ -109,9 +113,8 @@ struct Crt {
 
 HANDLE WINAPI HookHeapCreate(DWORD options, SIZE_T initial, SIZE_T maximum) {
   ThreadState* state = Entering();
-  HANDLE heap = Guarded(state, [&] {
-    return Real<decltype(&HeapCreate)>(k_HeapCreate)(options, initial, maximum);
-  });
+  HANDLE heap = Guarded(
+      state, [&] { return Real<decltype(&HeapCreate)>(k_HeapCreate)(options, initial, maximum); });
   if (state && heap) {
     const uint32_t id = NewHeapId();
     char name[32];
@@ -129,7 +132,8 @@ BOOL WINAPI HookHeapDestroy(HANDLE heap) {
 
 LPVOID WINAPI HookHeapAlloc(HANDLE heap, DWORD flags, SIZE_T size) {
   ThreadState* state = Entering();
-  void* p = Guarded(state, [&] { return Real<decltype(&HeapAlloc)>(k_HeapAlloc)(heap, flags, size); });
+  void* p =
+      Guarded(state, [&] { return Real<decltype(&HeapAlloc)>(k_HeapAlloc)(heap, flags, size); });
   if (state && p) {
     const EventKind kind = flags & HEAP_ZERO_MEMORY ? EventKind::kCalloc : EventKind::kMalloc;
     Record(state, kind, Address(p), size, Address(heap), true);
@@ -144,7 +148,8 @@ LPVOID WINAPI HookHeapReAlloc(HANDLE heap, DWORD flags, LPVOID old, SIZE_T size)
   if (state && old && !in_place) {
     Record(state, EventKind::kReallocOld, Address(old), 0, Address(heap), false);
   }
-  void* p = Guarded(state, [&] { return Real<decltype(&HeapReAlloc)>(k_HeapReAlloc)(heap, flags, old, size); });
+  void* p = Guarded(
+      state, [&] { return Real<decltype(&HeapReAlloc)>(k_HeapReAlloc)(heap, flags, old, size); });
   if (state && p) {
     if (in_place) Record(state, EventKind::kReallocOld, Address(old), 0, Address(heap), false);
     Record(state, EventKind::kRealloc, Address(p), size, Address(heap), true);
@@ -184,7 +189,9 @@ bool Accessible(DWORD protect) {
 
 LPVOID WINAPI HookVirtualAlloc(LPVOID address, SIZE_T size, DWORD type, DWORD protect) {
   ThreadState* state = Entering();
-  void* p = Guarded(state, [&] { return Real<decltype(&VirtualAlloc)>(k_VirtualAlloc)(address, size, type, protect); });
+  void* p = Guarded(state, [&] {
+    return Real<decltype(&VirtualAlloc)>(k_VirtualAlloc)(address, size, type, protect);
+  });
   if (state && p && (type & (MEM_RESERVE | MEM_COMMIT))) {
     uint64_t start, bytes;
     PageRange(Address(p), size, &start, &bytes);
@@ -212,7 +219,8 @@ BOOL WINAPI HookVirtualFree(LPVOID address, SIZE_T size, DWORD type) {
       Record(state, EventKind::kProtectNone, start, bytes, 0, false);
     }
   }
-  return Guarded(state, [&] { return Real<decltype(&VirtualFree)>(k_VirtualFree)(address, size, type); });
+  return Guarded(state,
+                 [&] { return Real<decltype(&VirtualFree)>(k_VirtualFree)(address, size, type); });
 }
 
 void WINAPI HookExitProcess(UINT code) {

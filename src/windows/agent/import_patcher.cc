@@ -85,8 +85,7 @@ const IMAGE_NT_HEADERS* Headers(HMODULE module) {
 void PatchModule(HMODULE module) {
   const IMAGE_NT_HEADERS* nt = Headers(module);
   if (nt == nullptr) return;
-  const IMAGE_DATA_DIRECTORY& dir =
-      nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_IMPORT];
+  const IMAGE_DATA_DIRECTORY& dir = nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_IMPORT];
   const DWORD image_size = nt->OptionalHeader.SizeOfImage;
   if (dir.VirtualAddress == 0 || dir.VirtualAddress >= image_size) return;
   auto* base = reinterpret_cast<char*>(module);

@@ -2,12 +2,12 @@
 //
 // Import-table patching: every module's import address table entries for the functions of
 // hooked_functions.h are pointed at the agent's hooks, at start and then each library as the
-// loader maps it (agent_dll.cc's notification, before the library's DllMain runs). The agent's own module is never patched: its
-// calls reach the real functions, so its own memory is never recorded.
+// loader maps it (agent_dll.cc's notification, before the library's DllMain runs). The agent's own
+// module is never patched: its calls reach the real functions, so its own memory is never recorded.
 //
 // Runs on: the thread that loads the agent (PatchLoadedModules at start) and any thread that
-// loads or unloads a library (the loader's notifications, under its lock). Thread safety: one lock around the patching;
-// not on the allocation hot path.
+// loads or unloads a library (the loader's notifications, under its lock). Thread safety: one lock
+// around the patching; not on the allocation hot path.
 #pragma once
 
 #include <windows.h>

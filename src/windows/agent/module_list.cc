@@ -11,8 +11,9 @@ namespace {
 // The image base the module's file asks for. The loader writes the address it actually used
 // into the headers in memory when it relocates an image, so the file is read: its first page.
 bool PreferredImageBase(const wchar_t* path, uint64_t* image_base) {
-  HANDLE file = CreateFileW(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
-                            nullptr, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
+  HANDLE file =
+      CreateFileW(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                  nullptr, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
   if (file == INVALID_HANDLE_VALUE) return false;
   char page[4096];
   DWORD read = 0;
@@ -37,7 +38,8 @@ bool PreferredImageBase(const wchar_t* path, uint64_t* image_base) {
 std::string CodeViewIdentity(const char* base, const IMAGE_NT_HEADERS64* nt) {
   const DWORD size = nt->OptionalHeader.SizeOfImage;
   const IMAGE_DATA_DIRECTORY& dir = nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_DEBUG];
-  if (dir.VirtualAddress == 0 || dir.VirtualAddress >= size || dir.Size > size - dir.VirtualAddress) {
+  if (dir.VirtualAddress == 0 || dir.VirtualAddress >= size ||
+      dir.Size > size - dir.VirtualAddress) {
     return "";
   }
   auto* entries = reinterpret_cast<const IMAGE_DEBUG_DIRECTORY*>(base + dir.VirtualAddress);

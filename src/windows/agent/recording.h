@@ -19,10 +19,10 @@
 namespace memlens::windows {
 
 // The stack of the entry point's caller, innermost first: the frames of CaptureStack and the
-// entry point are skipped (x64 Windows code has no frame pointers: RtlCaptureStackBackTrace unwinds with
-// the modules' .pdata tables).
-// The walk may go on past the thread's first frame into what is left on the stack: it is cut
-// at the first frame that cannot be code (below 64 KiB, never mapped on Windows).
+// entry point are skipped (x64 Windows code has no frame pointers: RtlCaptureStackBackTrace unwinds
+// with the modules' .pdata tables). The walk may go on past the thread's first frame into what is
+// left on the stack: it is cut at the first frame that cannot be code (below 64 KiB, never mapped
+// on Windows).
 inline __attribute__((noinline)) int CaptureStack(uint64_t* frames) {
   const int n = RtlCaptureStackBackTrace(2, kMaxFrames, reinterpret_cast<void**>(frames), nullptr);
   for (int i = 0; i < n; ++i) {
@@ -41,8 +41,8 @@ inline ThreadState* Entering() {
 // Records one event; with_stack captures the stack of the entry point's caller. `extra`: a Windows
 // heap's handle, or a custom heap's annotation (thread_rings.h). Keeps the last error.
 __attribute__((always_inline)) inline void Record(ThreadState* state, format::EventKind kind,
-                                                  uint64_t address, uint64_t size,
-                                                  uint64_t extra, bool with_stack) {
+                                                  uint64_t address, uint64_t size, uint64_t extra,
+                                                  bool with_stack) {
   const DWORD error = GetLastError();
   Guard guard(state);
   uint64_t frames[kMaxFrames];

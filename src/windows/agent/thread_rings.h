@@ -52,7 +52,7 @@ struct ThreadRing {
   std::atomic<bool> exited{false};           // the thread has ended: the writer frees the ring
   uint32_t index = 0;                        // the capture's thread index (kThread)
   uint32_t tid = 0;
-  ThreadRing* next = nullptr;                // the list, newest first; only the writer unlinks
+  ThreadRing* next = nullptr;  // the list, newest first; only the writer unlinks
   uint64_t data[kBytes / 8];
 };
 

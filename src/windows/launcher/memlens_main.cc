@@ -40,9 +40,9 @@ void Print(const std::wstring& text) { fwprintf(stderr, L"%ls", text.c_str()); }
 std::wstring LastErrorText() {
   const DWORD error = GetLastError();
   wchar_t* text = nullptr;
-  FormatMessageW(FORMAT_MESSAGE_ALLOCATE_BUFFER | FORMAT_MESSAGE_FROM_SYSTEM |
-                     FORMAT_MESSAGE_IGNORE_INSERTS,
-                 nullptr, error, 0, reinterpret_cast<wchar_t*>(&text), 0, nullptr);
+  FormatMessageW(
+      FORMAT_MESSAGE_ALLOCATE_BUFFER | FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS,
+      nullptr, error, 0, reinterpret_cast<wchar_t*>(&text), 0, nullptr);
   std::wstring out = text ? text : L"error " + std::to_wstring(error);
   if (text) LocalFree(text);
   while (!out.empty() && (out.back() == L'\n' || out.back() == L'\r' || out.back() == L' ')) {
@@ -119,8 +119,8 @@ bool Inject(HANDLE process, const std::wstring& dll) {
   if (remote == nullptr || !WriteProcessMemory(process, remote, dll.c_str(), bytes, nullptr)) {
     return false;
   }
-  auto* load = reinterpret_cast<LPTHREAD_START_ROUTINE>(reinterpret_cast<void*>(
-      GetProcAddress(GetModuleHandleW(L"kernel32.dll"), "LoadLibraryW")));
+  auto* load = reinterpret_cast<LPTHREAD_START_ROUTINE>(
+      reinterpret_cast<void*>(GetProcAddress(GetModuleHandleW(L"kernel32.dll"), "LoadLibraryW")));
   HANDLE thread = CreateRemoteThread(process, nullptr, 0, load, remote, 0, nullptr);
   if (thread == nullptr) return false;
   WaitForSingleObject(thread, INFINITE);
@@ -185,8 +185,7 @@ int Run(const std::vector<std::wstring>& args) {
     return 127;
   }
   if (!Inject(child.hProcess, agent)) {
-    Print(L"memlens: cannot load " + agent + L" into " + args[i] + L": " + LastErrorText() +
-          L"\n");
+    Print(L"memlens: cannot load " + agent + L" into " + args[i] + L": " + LastErrorText() + L"\n");
     TerminateProcess(child.hProcess, 1);
     return 2;
   }
@@ -196,8 +195,8 @@ int Run(const std::vector<std::wstring>& args) {
   WaitForSingleObject(child.hProcess, INFINITE);
   DWORD code = 0;
   GetExitCodeProcess(child.hProcess, &code);
-  const std::string capture = memlens::format::ExpandCapturePattern(
-      Utf8(pattern), child.dwProcessId, ProgramName(args[i]));
+  const std::string capture =
+      memlens::format::ExpandCapturePattern(Utf8(pattern), child.dwProcessId, ProgramName(args[i]));
   if (GetFileAttributesW(Wide(capture).c_str()) != INVALID_FILE_ATTRIBUTES) {
     Print(L"memlens: capture written to " + Wide(capture) + L"\n");
   } else {
