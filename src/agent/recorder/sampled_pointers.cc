@@ -109,17 +109,21 @@ bool SampledPointers::LockSlow(Shard& shard, uint32_t* seq) {
     if (s == shard.abandoned.load(std::memory_order_relaxed)) return false;  // gave up on it
     if (attempt < kSpins) {
       __builtin_ia32_pause();
-    } else if (attempt < kSpins + kYields) {
+      continue;
+    }
+    // The stuck bound counts from the first yield: on a loaded machine each yield may wait a
+    // whole time slice, and a thousand of them took two seconds in CI.
+    uint64_t now = MonotonicNs();
+    if (s != seen || seen_since == 0) {
+      seen = s;
+      seen_since = now;
+    } else if (now - seen_since > kStuckNs) {
+      shard.abandoned.store(s, std::memory_order_relaxed);  // the next ones give up at once
+      return false;
+    }
+    if (attempt < kSpins + kYields) {
       sched_yield();
     } else {
-      uint64_t now = MonotonicNs();
-      if (s != seen || seen_since == 0) {
-        seen = s;
-        seen_since = now;
-      } else if (now - seen_since > kStuckNs) {
-        shard.abandoned.store(s, std::memory_order_relaxed);  // the next ones give up at once
-        return false;
-      }
       timespec pause{0, 50000};
       nanosleep(&pause, nullptr);
     }
