@@ -253,3 +253,23 @@ def test_memlens_h_custom_heaps_markers_and_flush(run):
     out = memlens("top", f"{r.capture}@marker:nodes_done", "--json", "--heap", "pool", env=r.env)
     assert out.returncode == 0, out.stderr
     assert sum(row["leaked_bytes"] for row in json.loads(out.stdout)["rows"]) == 600
+
+
+@pytest.mark.parametrize("program", ["crt_functions", "crt_functions_ucrt"])
+def test_the_c_runtimes_other_functions(run, program):
+    """calloc, realloc (grown, shrunk, to 0), _aligned_malloc, _aligned_realloc, _aligned_free:
+    against msvcrt.dll and against ucrtbase.dll."""
+    r = run(program)
+    assert r.proc.returncode == 0, r.proc.stderr
+    expected = {  # marker: (allocated, still in use at exit)
+        "calloc": (300, 300), "malloc": (100, 0), "grow": (5000, 0), "shrink": (700, 700),
+        "gone": (64, 0), "aligned": (1000, 0), "aligned_grow": (3000, 3000),
+        "aligned_freed": (512, 0)}
+    seen = {marker: (row["allocated_bytes"], row["leaked_bytes"])
+            for marker in expected for row in [r.row_at("crt_functions.c", marker)]}
+    assert seen == expected
+    # The runtime each was built against (the import table's DLL names), so both hook families
+    # are what passed above.
+    image = (PROGRAMS / f"{program}.exe").read_bytes()
+    assert (b"api-ms-win-crt-heap" in image) == program.endswith("ucrt")
+    assert (b"msvcrt.dll" in image.lower()) != program.endswith("ucrt")
