@@ -177,6 +177,8 @@ def test_private_heaps_are_custom_heaps(run):
     assert zeroed["allocated_bytes"] == 5000 and zeroed["leaked_bytes"] == 0
     grown = r.row_at("private_heap.c", "grown", "--heap", "HeapCreate #1")
     assert grown["allocated_bytes"] == 6000 and grown["leaked_bytes"] == 6000
+    ntdll = r.row_at("private_heap.c", "ntdll")  # the process heap: the system heap's figures
+    assert ntdll["allocated_bytes"] == 4321 and ntdll["leaked_bytes"] == 4321
 
 
 def test_virtual_alloc_is_mapped_memory(run):

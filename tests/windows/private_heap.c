@@ -1,8 +1,11 @@
 // HeapCreate's heaps: on the first, 4 blocks of 3000 bytes (one freed) and one zeroed block of
 // 5000 that HeapReAlloc grows to 6000; the second gets 2 blocks of 700 and is destroyed with
-// them. At exit the first heap holds 3 x 3000 + 6000 bytes.
+// them. At exit the first heap holds 3 x 3000 + 6000 bytes. And ntdll's own name for HeapAlloc,
+// RtlAllocateHeap, imported from ntdll.dll as system DLLs do: 4321 bytes of the process heap.
 #include <stdio.h>
 #include <windows.h>
+
+__declspec(dllimport) void* __stdcall RtlAllocateHeap(void* heap, ULONG flags, SIZE_T size);
 
 int main(void) {
   HANDLE heap = HeapCreate(0, 0, 0);  // @create
@@ -14,6 +17,7 @@ int main(void) {
   HANDLE gone = HeapCreate(0, 0, 0);  // @create_gone
   for (int i = 0; i < 2; ++i) HeapAlloc(gone, 0, 700);  // @gone_blocks
   HeapDestroy(gone);
-  printf("heaps %d\n", zeroed != NULL);
+  void* from_ntdll = RtlAllocateHeap(GetProcessHeap(), 0, 4321);  // @ntdll
+  printf("heaps %d\n", zeroed != NULL && from_ntdll != NULL);
   return 0;
 }

@@ -21,7 +21,9 @@
   X(_aligned_free)
 
 // kernel32's (or kernelbase's, or an api-ms-win-core-* forwarder's): the heap and virtual
-// memory APIs every allocator ends in, and the process's end. Libraries loaded later are seen
+// memory APIs every allocator ends in, and the process's end. A module importing ntdll's
+// RtlAllocateHeap, RtlReAllocateHeap or RtlFreeHeap gets the HeapAlloc family's hooks
+// (import_patcher.cc). Libraries loaded later are seen
 // by the loader's own notifications (agent_dll.cc), not by hooking LoadLibrary: those cover
 // the libraries a library brings in, and come before the library's DllMain runs.
 #define MEMLENS_WINDOWS_KERNEL_HOOKS(X) \

@@ -26,12 +26,26 @@ const char* const kKernelNames[] = {
 #undef MEMLENS_NAME
 };
 
+// ntdll's own names for kernel32's heap functions (kernel32 forwards HeapAlloc, HeapReAlloc and
+// HeapFree to them, with the same parameters): a module that imports them from ntdll, as
+// Windows' and Wine's own DLLs do, is hooked the same way.
+struct NtdllName {
+  const char* name;
+  KernelFunction function;
+};
+constexpr NtdllName kNtdllNames[] = {
+    {"RtlAllocateHeap", k_HeapAlloc},
+    {"RtlReAllocateHeap", k_HeapReAlloc},
+    {"RtlFreeHeap", k_HeapFree},
+};
+
 bool StartsWith(const char* s, const char* prefix) {
   return _strnicmp(s, prefix, std::strlen(prefix)) == 0;
 }
 
-// What an imported DLL is to the agent: a C runtime (its family), kernel32's APIs, or neither.
-enum class Provider { kNone, kCrt, kKernel };
+// What an imported DLL is to the agent: a C runtime (its family), kernel32's APIs, ntdll, or
+// none of them.
+enum class Provider { kNone, kCrt, kKernel, kNtdll };
 Provider Classify(const char* dll, CrtFamily* family) {
   if (_stricmp(dll, "msvcrt.dll") == 0) {
     *family = kMsvcrt;
@@ -50,6 +64,7 @@ Provider Classify(const char* dll, CrtFamily* family) {
       StartsWith(dll, "api-ms-win-core-")) {
     return Provider::kKernel;
   }
+  if (_stricmp(dll, "ntdll.dll") == 0) return Provider::kNtdll;
   return Provider::kNone;
 }
 
@@ -108,8 +123,15 @@ void PatchModule(HMODULE module) {
       const char* name =
           reinterpret_cast<IMAGE_IMPORT_BY_NAME*>(base + names->u1.AddressOfData)->Name;
       void* current = reinterpret_cast<void*>(*slots);
-      if (provider == Provider::kKernel) {
-        const int i = Find(kKernelNames, kKernelFunctionCount, name);
+      if (provider == Provider::kKernel || provider == Provider::kNtdll) {
+        int i = -1;
+        if (provider == Provider::kKernel) {
+          i = Find(kKernelNames, kKernelFunctionCount, name);
+        } else {
+          for (const NtdllName& n : kNtdllNames) {
+            if (std::strcmp(n.name, name) == 0) i = n.function;
+          }
+        }
         if (i >= 0 && current != t.kernel_hooks[i]) WriteEntry(slots, t.kernel_hooks[i]);
         continue;
       }
