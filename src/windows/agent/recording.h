@@ -18,17 +18,29 @@
 
 namespace memlens::windows {
 
-// The stack of the entry point's caller, innermost first: the frames of CaptureStack and the
-// entry point are skipped (x64 Windows code has no frame pointers: RtlCaptureStackBackTrace unwinds
-// with the modules' .pdata tables). The walk may go on past the thread's first frame into what is
-// left on the stack: it is cut at the first frame that cannot be code (below 64 KiB, never mapped
-// on Windows).
+// The stack of the entry point's caller, innermost first (CaptureStack's and the entry
+// point's frames skipped), unwound with the modules' .pdata tables (x64 code has no frame
+// pointers). The walk stops at the first frame with no unwind table: code outside any PE
+// module, such as Wine's own thread start. RtlCaptureStackBackTrace went on into such code
+// through Wine's Linux-side unwinder, which made every allocation 36 times slower under Wine
+// (docs/benchmarks.md); a leaf function, the one kind of PE code without a table, is never
+// an outer frame (it calls nothing).
 inline __attribute__((noinline)) int CaptureStack(uint64_t* frames) {
-  const int n = RtlCaptureStackBackTrace(2, kMaxFrames, reinterpret_cast<void**>(frames), nullptr);
-  for (int i = 0; i < n; ++i) {
-    if (frames[i] < 0x10000) return i;
+  CONTEXT context;
+  RtlCaptureContext(&context);
+  int count = 0;
+  for (int step = 0; count < kMaxFrames; ++step) {
+    DWORD64 image_base = 0;
+    PRUNTIME_FUNCTION function = RtlLookupFunctionEntry(context.Rip, &image_base, nullptr);
+    if (function == nullptr) break;
+    void* handler_data = nullptr;
+    DWORD64 frame = 0;
+    RtlVirtualUnwind(UNW_FLAG_NHANDLER, image_base, context.Rip, function, &context,
+                     &handler_data, &frame, nullptr);
+    if (context.Rip < 0x10000) break;    // the end of the stack (never mapped on Windows)
+    if (step > 0) frames[count++] = context.Rip;  // step 0: the entry point's own frame
   }
-  return n;
+  return count;
 }
 
 // The thread's state when this call is to be recorded, else nullptr.
