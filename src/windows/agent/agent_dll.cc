@@ -137,6 +137,7 @@ VOID CALLBACK OnDllNotification(ULONG reason, const DllNotification* data, void*
         g_writer->Announce(std::move(described));
     } else if (reason == kDllUnloaded) {
       ForgetModule(module);
+      NoteModuleUnloaded();
       g_writer->NoteModulesChanged();
     }
   }

@@ -11,6 +11,7 @@
 #include <windows.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "format/records.h"
 #include "windows/agent/agent.h"
@@ -25,19 +26,36 @@ namespace memlens::windows {
 // through Wine's Linux-side unwinder, which made every allocation 36 times slower under Wine
 // (docs/benchmarks.md); a leaf function, the one kind of PE code without a table, is never
 // an outer frame (it calls nothing).
-inline __attribute__((noinline)) int CaptureStack(uint64_t* frames) {
+inline PRUNTIME_FUNCTION LookupFunction(ThreadState* state, DWORD64 ip, DWORD64* image_base) {
+  const uint64_t generation = ModuleGeneration();
+  if (state->unwind_generation != generation) {
+    std::memset(state->unwind, 0, sizeof state->unwind);
+    state->unwind_generation = generation;
+  }
+  UnwindEntry& entry = state->unwind[((ip >> 4) ^ (ip >> 14)) % ThreadState::kUnwindEntries];
+  if (entry.ip != ip) {
+    DWORD64 base = 0;
+    entry.function = RtlLookupFunctionEntry(ip, &base, nullptr);
+    entry.image_base = base;
+    entry.ip = ip;
+  }
+  *image_base = entry.image_base;
+  return static_cast<PRUNTIME_FUNCTION>(entry.function);
+}
+
+inline __attribute__((noinline)) int CaptureStack(ThreadState* state, uint64_t* frames) {
   CONTEXT context;
   RtlCaptureContext(&context);
   int count = 0;
   for (int step = 0; count < kMaxFrames; ++step) {
     DWORD64 image_base = 0;
-    PRUNTIME_FUNCTION function = RtlLookupFunctionEntry(context.Rip, &image_base, nullptr);
+    PRUNTIME_FUNCTION function = LookupFunction(state, context.Rip, &image_base);
     if (function == nullptr) break;
     void* handler_data = nullptr;
     DWORD64 frame = 0;
     RtlVirtualUnwind(UNW_FLAG_NHANDLER, image_base, context.Rip, function, &context,
                      &handler_data, &frame, nullptr);
-    if (context.Rip < 0x10000) break;    // the end of the stack (never mapped on Windows)
+    if (context.Rip < 0x10000) break;             // the end of the stack (never mapped)
     if (step > 0) frames[count++] = context.Rip;  // step 0: the entry point's own frame
   }
   return count;
@@ -58,7 +76,7 @@ __attribute__((always_inline)) inline void Record(ThreadState* state, format::Ev
   const DWORD error = GetLastError();
   Guard guard(state);
   uint64_t frames[kMaxFrames];
-  const int count = with_stack ? CaptureStack(frames) : 0;
+  const int count = with_stack ? CaptureStack(state, frames) : 0;
   Append(state, kind, address, size, extra, frames, count);
   SetLastError(error);
 }

@@ -14,6 +14,7 @@ std::atomic<ThreadRing*> g_rings{nullptr};
 std::atomic<uint64_t> g_seq{0};
 std::atomic<uint32_t> g_next_index{1};
 std::atomic<uint32_t> g_next_heap{1};
+std::atomic<uint64_t> g_module_generation{0};
 std::atomic<uint64_t> g_dropped{0};
 HANDLE g_wake = nullptr;
 constexpr uint64_t kMaxWaitMs = 100;
@@ -128,6 +129,9 @@ void FreeRing(ThreadRing* ring, ThreadRing* previous) {
   constexpr size_t kStateBytes = (sizeof(ThreadState) + 63) & ~size_t{63};
   Unmap(reinterpret_cast<char*>(ring) - kStateBytes, kStateBytes + sizeof(ThreadRing));
 }
+
+uint64_t ModuleGeneration() { return g_module_generation.load(std::memory_order_acquire); }
+void NoteModuleUnloaded() { g_module_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 uint32_t NewHeapId() { return g_next_heap.fetch_add(1, std::memory_order_relaxed); }
 

@@ -56,11 +56,29 @@ struct ThreadRing {
   uint64_t data[kBytes / 8];
 };
 
+// The unwind table entry of a return address, as RtlLookupFunctionEntry found it (function
+// null: no table, the walk's end): a stack walk looks up the same few hundred addresses again
+// and again, and Wine's lookup searches the module list under the loader's lock every time.
+struct UnwindEntry {
+  uint64_t ip;
+  uint64_t image_base;
+  void* function;  // PRUNTIME_FUNCTION
+};
+
 // Per thread, behind the TLS slot.
 struct ThreadState {
   ThreadRing* ring = nullptr;
   int guard = 0;  // > 0: inside the agent, record nothing
+  // Direct-mapped by address; emptied when a library was unloaded since (ModuleGeneration):
+  // another may be loaded at the same addresses.
+  static constexpr size_t kUnwindEntries = 1024;
+  uint64_t unwind_generation = 0;
+  UnwindEntry unwind[kUnwindEntries];
 };
+
+// Counts library unloads (the loader's notifications): the unwind caches' generation.
+uint64_t ModuleGeneration();
+void NoteModuleUnloaded();
 
 // Sets up the TLS slot; false when Windows has none left (the agent then stays off).
 bool InitThreadRings();
