@@ -138,7 +138,7 @@ VOID CALLBACK OnDllNotification(ULONG reason, const DllNotification* data, void*
     } else if (reason == kDllUnloaded) {
       ForgetModule(module);
       NoteModuleUnloaded();
-      g_writer->NoteModulesChanged();
+      g_writer->AnnounceUnload(reinterpret_cast<uint64_t>(module));
     }
   }
   SetLastError(error);

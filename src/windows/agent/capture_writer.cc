@@ -38,8 +38,13 @@ CaptureWriter::CaptureWriter(HANDLE file, const format::ProcessRecord& process)
   p.start_monotonic_ns = start_ns_;
   Write(format::EncodeFileHeader());
   meta_encoder_.Process(p);
-  RescanModules();
+  // The modules loaded now (the loader's lock is ours: this runs in DllMain); later ones come
+  // from the loader's notifications (Announce, AnnounceUnload). The writer thread itself never
+  // asks the loader: that takes its lock, which a thread in a DllMain holds while it
+  // allocates, waiting for the writer to drain its ring.
+  for (LoadedModule& m : ListLoadedModules()) WriteModule(m);
   Flush();
+  finished_event_ = CreateEventW(nullptr, TRUE, FALSE, nullptr);
 }
 
 uint64_t CaptureWriter::SinceStartNs() const { return NowNs() - start_ns_; }
@@ -56,6 +61,7 @@ void CaptureWriter::Run() {
   Cycle();
   WriteEnd();
   LeaveCriticalSection(&lock_);
+  SetEvent(finished_event_);
 }
 
 bool CaptureWriter::Stop(HANDLE thread, format::EndReason reason, int64_t detail,
@@ -64,7 +70,10 @@ bool CaptureWriter::Stop(HANDLE thread, format::EndReason reason, int64_t detail
   end_detail_ = detail;
   InterlockedExchange(&stop_, 1);
   SetEvent(WriterWakeEvent());
-  return WaitForSingleObject(thread, timeout_ms) == WAIT_OBJECT_0;
+  // The capture's end, not the thread's: a thread's exit waits for the loader's lock, which
+  // the thread ending the process may hold (ExitProcess from a DllMain).
+  const HANDLE ends[] = {finished_event_, thread};
+  return WaitForMultipleObjects(2, ends, FALSE, timeout_ms) == WAIT_OBJECT_0;
 }
 
 void CaptureWriter::Finish(format::EndReason reason, int64_t detail) {
@@ -83,11 +92,12 @@ void CaptureWriter::Cycle() {
   meta_encoder_.Time({SinceStartNs(), NextSeq()});
   // Libraries loaded since the last cycle, before the events whose stacks may reach them.
   std::vector<LoadedModule> announced;
+  std::vector<uint64_t> unloaded;
   AcquireSRWLockExclusive(&announced_lock_);
   announced.swap(announced_);
+  unloaded.swap(unloaded_);
   ReleaseSRWLockExclusive(&announced_lock_);
   for (LoadedModule& m : announced) WriteModule(m);
-  const bool changed = InterlockedExchange(&modules_changed_, 0) != 0;
   ThreadRing* previous = nullptr;
   for (ThreadRing* ring = FirstRing(); ring != nullptr;) {
     const bool exited = ring->exited.load(std::memory_order_acquire);
@@ -101,7 +111,7 @@ void CaptureWriter::Cycle() {
     ring = next;
   }
   // Unloads last: the events drained above happened while those libraries were loaded.
-  if (changed) WriteUnloads();
+  WriteUnloads(unloaded);
   const uint64_t dropped = DroppedEvents();
   if (dropped != dropped_written_) {
     meta_encoder_.Drops({dropped - dropped_written_});
@@ -112,6 +122,7 @@ void CaptureWriter::Cycle() {
     Flush();
     InterlockedExchange(&flush_done_, flush_ticket);
   }
+  NoteWriterRound();
 }
 
 bool CaptureWriter::FlushNow(DWORD timeout_ms) {
@@ -139,6 +150,10 @@ void CaptureWriter::Drain(ThreadRing* ring) {
   while (tail != head) {
     RingEvent e;
     const uint64_t at = tail & (ThreadRing::kBytes - 1);
+    if (ThreadRing::kBytes - at < sizeof e) {  // a tail too short for a record (Append)
+      tail += ThreadRing::kBytes - at;
+      continue;
+    }
     std::memcpy(&e, base + at, sizeof e);
     if (e.kind == 0) {  // filler up to the ring's end
       tail += e.size;
@@ -172,24 +187,8 @@ void CaptureWriter::AddEvent(uint32_t thread, const RingEvent& e, const uint64_t
   out.size = e.size;
   out.thread = thread;
   switch (out.kind) {
-    case EventKind::kHeapCreate:  // extra: HeapCreate's handle (0 from memlens.h)
-      if (e.extra) private_heaps_[e.extra] = static_cast<uint32_t>(e.address);
+    case EventKind::kHeapCreate:  // size: the name's string id
       DescribeString(e.size);
-      out.stack = InternStack(frames, e.frame_count, 0);
-      break;
-    case EventKind::kHeapDestroy:
-    case EventKind::kHeapReset:
-      if (e.extra) {  // HeapDestroy: a heap made before the recording has no blocks recorded
-        auto heap = private_heaps_.find(e.extra);
-        if (heap == private_heaps_.end()) return;
-        out.address = heap->second;
-        private_heaps_.erase(heap);
-      }
-      break;
-    case EventKind::kHeapAlloc:  // from memlens.h: extra is CustomHeapExtra
-    case EventKind::kHeapRealloc:
-    case EventKind::kHeapFree:
-      out.stack = InternStack(frames, e.frame_count, e.extra);
       break;
     case EventKind::kMarker:
       DescribeString(e.address);
@@ -198,56 +197,14 @@ void CaptureWriter::AddEvent(uint32_t thread, const RingEvent& e, const uint64_t
     case EventKind::kSnapshot:
       DescribeString(e.address);
       break;
-    default: {
-      auto heap = e.extra ? private_heaps_.find(e.extra) : private_heaps_.end();
-      if (heap != private_heaps_.end()) {
-        if (!AsCustomHeapEvent(thread, e, frames, heap->second, &out)) return;
-      } else if (format::HasStack(out.kind)) {
-        out.stack = InternStack(frames, e.frame_count, 0);
-      }
-    }
+    default:
+      break;
   }
+  // A custom heap's block events carry its annotation (extra: CustomHeapExtra).
+  const bool custom = format::IsCustomHeapEvent(out.kind) && out.kind != EventKind::kHeapCreate;
+  if (format::HasStack(out.kind))
+    out.stack = InternStack(frames, e.frame_count, custom ? e.extra : 0);
   event_encoder_.AddEvent(out);
-}
-
-// A block of a heap made by HeapCreate while recording, as that custom heap's event. A
-// HeapReAlloc is two ring events (kReallocOld, then kRealloc or kReallocFailed): the old
-// block's kHeapFree is written once the new block is known (dropped when the call failed).
-bool CaptureWriter::AsCustomHeapEvent(uint32_t thread, const RingEvent& e, const uint64_t* frames,
-                                      uint32_t heap, format::Event* out) {
-  const uint64_t heap_only = CustomHeapExtra(heap, 0);
-  switch (out->kind) {
-    case EventKind::kReallocOld:
-      pending_heap_release_[thread] = e;
-      return false;
-    case EventKind::kReallocFailed:
-      pending_heap_release_.erase(thread);
-      return false;
-    case EventKind::kFree:
-      out->kind = EventKind::kHeapFree;
-      out->stack = InternStack(nullptr, 0, heap_only);
-      return true;
-    case EventKind::kRealloc: {
-      auto old = pending_heap_release_.find(thread);
-      if (old != pending_heap_release_.end()) {
-        format::Event release = *out;
-        release.seq = old->second.seq;
-        release.kind = EventKind::kHeapFree;
-        release.address = old->second.address;
-        release.size = 0;
-        release.stack = InternStack(nullptr, 0, heap_only);
-        event_encoder_.AddEvent(release);
-        pending_heap_release_.erase(old);
-      }
-      out->kind = EventKind::kHeapRealloc;
-      out->stack = InternStack(frames, e.frame_count, heap_only);
-      return true;
-    }
-    default:  // kMalloc, kCalloc
-      out->kind = EventKind::kHeapAlloc;
-      out->stack = InternStack(frames, e.frame_count, heap_only);
-      return true;
-  }
 }
 
 // A string the API interned (agent/api/string_table.h), written once before its first use.
@@ -276,7 +233,6 @@ uint64_t CaptureWriter::InternStack(const uint64_t* frames, int count, uint64_t 
   stack_.insert(stack_.end(), frames, frames + count);
   return interner_.Intern(stack_.data(), static_cast<int>(stack_.size()),
                           [this](uint64_t parent, uint64_t ip) {
-                            KnowAddress(ip);
                             meta_encoder_.StackNode({parent, ip});
                           });
 }
@@ -285,20 +241,6 @@ void CaptureWriter::Announce(LoadedModule module) {
   AcquireSRWLockExclusive(&announced_lock_);
   announced_.push_back(std::move(module));
   ReleaseSRWLockExclusive(&announced_lock_);
-}
-
-// A frame in no module known yet: a library loaded before a notification could say so.
-void CaptureWriter::KnowAddress(uint64_t ip) {
-  if (format::IsAnnotationFrameIp(ip)) return;
-  for (const KnownModule& m : modules_) {
-    if (m.loaded && ip >= m.start && ip < m.end) return;
-  }
-  RescanModules();
-}
-
-// Writes the records of the loaded modules not written yet (never unloads: WriteUnloads).
-void CaptureWriter::RescanModules() {
-  for (LoadedModule& m : ListLoadedModules()) WriteModule(m);
 }
 
 void CaptureWriter::WriteModule(LoadedModule& m) {
@@ -311,17 +253,18 @@ void CaptureWriter::WriteModule(LoadedModule& m) {
   modules_.push_back({m.record.id, m.base, m.base + m.size, m.handle, true});
 }
 
-// Modules gone since the last look (FreeLibrary). Their frames stay resolvable; new stacks get
-// new nodes, since the same addresses may now belong to another library.
-void CaptureWriter::WriteUnloads() {
-  const std::vector<LoadedModule> now = ListLoadedModules();
+void CaptureWriter::AnnounceUnload(uint64_t base) {
+  AcquireSRWLockExclusive(&announced_lock_);
+  unloaded_.push_back(base);
+  ReleaseSRWLockExclusive(&announced_lock_);
+}
+
+// Modules unloaded (FreeLibrary) since the last cycle. Their frames stay resolvable; new stacks
+// get new nodes, since the same addresses may now belong to another library.
+void CaptureWriter::WriteUnloads(const std::vector<uint64_t>& bases) {
   bool unloaded = false;
   for (KnownModule& k : modules_) {
-    if (!k.loaded) continue;
-    const bool still = std::any_of(now.begin(), now.end(), [&](const LoadedModule& m) {
-      return m.handle == k.handle && m.base == k.start && m.base + m.size == k.end;
-    });
-    if (!still) {
+    if (k.loaded && std::find(bases.begin(), bases.end(), k.start) != bases.end()) {
       meta_encoder_.ModuleUnload({k.id});
       k.loaded = false;
       unloaded = true;

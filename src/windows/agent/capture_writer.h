@@ -1,16 +1,12 @@
 // src/windows/agent/capture_writer.h
 //
 // CaptureWriter: the Windows agent's writer thread. Every 10 ms (sooner when a ring fills) it
-// drains each thread's ring, interns the stacks (agent/writer/stack_interner.h), writes module
-// records for the modules the stacks reach, and encodes the events with the capture format's
-// encoder; every 100 ms (or 64 Ki events) the records become one chunk, compressed and
-// written: a process that dies without warning leaves a capture readable up to its last chunk.
-//
-// What a ring's event becomes: the CRT's and the process heap's blocks are heap allocations
-// (kMalloc...); a heap made by HeapCreate while recording is a custom heap ("HeapCreate #N",
-// kHeapCreate/kHeapAlloc/kHeapFree/kHeapDestroy: destroying it releases its blocks at once);
-// VirtualAlloc and VirtualFree are mappings (kMmap, kMmapReserved, kProtect, kMunmap,
-// kProtectNone).
+// drains each thread's ring, interns the stacks (agent/writer/stack_interner.h), writes the
+// module records the loader's notifications described, and encodes the events with the
+// capture format's encoder; every 100 ms (or 64 Ki events) the records become one chunk,
+// compressed and written: a process that dies without warning leaves a capture readable up to
+// its last chunk. The events are the hooks' own (hooks.cc decides what each call is); a custom
+// heap's block events get their heap's (and type's) annotation frames here.
 //
 // Runs on: its own thread (Run), and on the thread that ends the recording when the writer
 // thread is gone (Finish, at process detach). Thread safety: one lock around a cycle's work.
@@ -47,8 +43,9 @@ class CaptureWriter {
   // A library the loader just mapped (any thread, under the loader's lock): described there,
   // so that its record is written even when it is unloaded before the writer's next cycle.
   void Announce(LoadedModule module);
-  // A library is being unloaded: its unload record is written after the events before it.
-  void NoteModulesChanged() { modules_changed_ = 1; }
+  // A library is being unloaded (any thread, under the loader's lock): its unload record is
+  // written after the events drained in the writer's next cycle.
+  void AnnounceUnload(uint64_t base);
   // Everything appended before the call is in the file when it returns true (memlens_flush).
   bool FlushNow(DWORD timeout_ms);
 
@@ -60,10 +57,8 @@ class CaptureWriter {
                          format::Event* out);
   void DescribeString(uint64_t id);
   uint64_t InternStack(const uint64_t* frames, int count, uint64_t custom_heap);
-  void KnowAddress(uint64_t ip);
-  void RescanModules();
   void WriteModule(LoadedModule& module);
-  void WriteUnloads();
+  void WriteUnloads(const std::vector<uint64_t>& bases);
   void Flush();
   void WriteEnd();
   void Write(const std::string& bytes);
@@ -71,7 +66,7 @@ class CaptureWriter {
 
   HANDLE file_;
   CRITICAL_SECTION lock_;
-  volatile LONG modules_changed_ = 0;
+  HANDLE finished_event_ = nullptr;  // set once the END record is written
   volatile LONG stop_ = 0;
   volatile LONG flush_requested_ = 0;
   volatile LONG flush_done_ = 0;
@@ -98,13 +93,10 @@ class CaptureWriter {
   std::vector<KnownModule> modules_;
   SRWLOCK announced_lock_ = SRWLOCK_INIT;
   std::vector<LoadedModule> announced_;  // under announced_lock_
+  std::vector<uint64_t> unloaded_;       // bases, under announced_lock_
   uint64_t next_module_id_ = 1;
   std::vector<bool> threads_written_;
-  std::unordered_map<uint64_t, uint32_t> private_heaps_;  // HeapCreate's handle -> heap id
   std::vector<bool> strings_written_;
-  // Per thread index: the block a HeapReAlloc on a custom heap is releasing (its kReallocOld),
-  // written as a kHeapFree once the new block is known, dropped when the call failed.
-  std::unordered_map<uint32_t, RingEvent> pending_heap_release_;
 };
 
 }  // namespace memlens::windows

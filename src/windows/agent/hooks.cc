@@ -10,6 +10,9 @@
 // Runs on: application threads.
 #include <windows.h>
 
+#include <atomic>
+#include <cstring>
+
 #include "agent/api/string_table.h"
 #include "windows/agent/agent.h"
 #include "windows/agent/import_patcher.h"
@@ -108,8 +111,71 @@ struct Crt {
 };
 
 // --- kernel32's ------------------------------------------------------------------------------
-// A heap's events carry its handle (the writer tells the heaps made by HeapCreate, recorded as
-// custom heaps, from the process heap and those made before the agent started).
+// A heap made by HeapCreate while recording is a custom heap ("HeapCreate #N"): its events are
+// custom heap events, decided here, where the order of create, use and destroy across threads
+// is the program's own. The process heap and heaps made before the agent started hold ordinary
+// heap allocations.
+
+// HeapCreate's heaps: handle -> custom heap id. Open addressing, lock-free; a destroyed heap's
+// slot becomes a tombstone (handle 1, never a heap's).
+struct HeapSlot {
+  std::atomic<uint64_t> handle{0};
+  std::atomic<uint32_t> id{0};
+};
+constexpr size_t kHeapSlots = 4096;
+constexpr uint64_t kTombstone = 1;
+HeapSlot g_heaps[kHeapSlots];
+
+size_t HeapHash(uint64_t handle) { return (handle >> 12 ^ handle >> 24) % kHeapSlots; }
+
+uint32_t CustomHeapId(HANDLE heap) {
+  const uint64_t handle = Address(heap);
+  for (size_t i = 0, k = HeapHash(handle); i < kHeapSlots; ++i, k = (k + 1) % kHeapSlots) {
+    const uint64_t h = g_heaps[k].handle.load(std::memory_order_acquire);
+    if (h == handle) return g_heaps[k].id.load(std::memory_order_relaxed);
+    if (h == 0) return 0;
+  }
+  return 0;
+}
+
+// False when the table is full: the heap's blocks are then ordinary heap allocations.
+bool AddCustomHeap(HANDLE heap, uint32_t id) {
+  const uint64_t handle = Address(heap);
+  for (size_t i = 0, k = HeapHash(handle); i < kHeapSlots; ++i, k = (k + 1) % kHeapSlots) {
+    uint64_t h = g_heaps[k].handle.load(std::memory_order_relaxed);
+    if (h != 0 && h != kTombstone) continue;
+    g_heaps[k].id.store(id, std::memory_order_relaxed);
+    if (g_heaps[k].handle.compare_exchange_strong(h, handle, std::memory_order_release)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void RemoveCustomHeap(HANDLE heap) {
+  const uint64_t handle = Address(heap);
+  for (size_t i = 0, k = HeapHash(handle); i < kHeapSlots; ++i, k = (k + 1) % kHeapSlots) {
+    const uint64_t h = g_heaps[k].handle.load(std::memory_order_acquire);
+    if (h == 0) return;
+    if (h == handle) {
+      g_heaps[k].handle.store(kTombstone, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+// "HeapCreate #N" without a formatting library (wsprintfA would load user32 into the program).
+void HeapName(uint32_t id, char* out) {
+  static const char kPrefix[] = "HeapCreate #";
+  std::memcpy(out, kPrefix, sizeof kPrefix - 1);
+  char digits[10];
+  int n = 0;
+  do digits[n++] = static_cast<char>('0' + id % 10);
+  while ((id /= 10) != 0);
+  char* p = out + sizeof kPrefix - 1;
+  while (n) *p++ = digits[--n];
+  *p = '\0';
+}
 
 HANDLE WINAPI HookHeapCreate(DWORD options, SIZE_T initial, SIZE_T maximum) {
   ThreadState* state = Entering();
@@ -118,15 +184,23 @@ HANDLE WINAPI HookHeapCreate(DWORD options, SIZE_T initial, SIZE_T maximum) {
   if (state && heap) {
     const uint32_t id = NewHeapId();
     char name[32];
-    wsprintfA(name, "HeapCreate #%u", id);
-    Record(state, EventKind::kHeapCreate, id, agent::InternString(name), Address(heap), true);
+    HeapName(id, name);
+    uint32_t name_id;
+    {
+      Guard guard(state);
+      name_id = agent::InternString(name);
+    }
+    if (AddCustomHeap(heap, id)) Record(state, EventKind::kHeapCreate, id, name_id, 0, true);
   }
   return heap;
 }
 
 BOOL WINAPI HookHeapDestroy(HANDLE heap) {
   ThreadState* state = Entering();
-  if (state) Record(state, EventKind::kHeapDestroy, 0, 0, Address(heap), false);
+  if (const uint32_t id = state ? CustomHeapId(heap) : 0) {
+    Record(state, EventKind::kHeapDestroy, id, 0, 0, false);  // its blocks with it
+    RemoveCustomHeap(heap);
+  }
   return Guarded(state, [&] { return Real<decltype(&HeapDestroy)>(k_HeapDestroy)(heap); });
 }
 
@@ -135,33 +209,66 @@ LPVOID WINAPI HookHeapAlloc(HANDLE heap, DWORD flags, SIZE_T size) {
   void* p =
       Guarded(state, [&] { return Real<decltype(&HeapAlloc)>(k_HeapAlloc)(heap, flags, size); });
   if (state && p) {
-    const EventKind kind = flags & HEAP_ZERO_MEMORY ? EventKind::kCalloc : EventKind::kMalloc;
-    Record(state, kind, Address(p), size, Address(heap), true);
+    if (const uint32_t id = CustomHeapId(heap)) {
+      Record(state, EventKind::kHeapAlloc, Address(p), size, CustomHeapExtra(id, 0), true);
+    } else {
+      const EventKind kind = flags & HEAP_ZERO_MEMORY ? EventKind::kCalloc : EventKind::kMalloc;
+      Record(state, kind, Address(p), size, 0, true);
+    }
+  }
+  return p;
+}
+
+// A custom heap's block: released before the call (kHeapFree), and the new block after it, or
+// the old one again when the call failed (its size asked of the heap first).
+LPVOID CustomHeapReAlloc(ThreadState* state, uint32_t id, HANDLE heap, DWORD flags, LPVOID old,
+                         SIZE_T size) {
+  const uint64_t extra = CustomHeapExtra(id, 0);
+  const bool in_place = flags & HEAP_REALLOC_IN_PLACE_ONLY;
+  SIZE_T old_size = 0;
+  if (!in_place) {
+    old_size = Guarded(state, [&] { return HeapSize(heap, 0, old); });
+    Record(state, EventKind::kHeapFree, Address(old), 0, extra, false);
+  }
+  void* p = Guarded(
+      state, [&] { return Real<decltype(&HeapReAlloc)>(k_HeapReAlloc)(heap, flags, old, size); });
+  if (p) {
+    if (in_place) Record(state, EventKind::kHeapFree, Address(old), 0, extra, false);
+    Record(state, EventKind::kHeapRealloc, Address(p), size, extra, true);
+  } else if (!in_place && old_size != static_cast<SIZE_T>(-1)) {
+    Record(state, EventKind::kHeapAlloc, Address(old), old_size, extra, true);
   }
   return p;
 }
 
 LPVOID WINAPI HookHeapReAlloc(HANDLE heap, DWORD flags, LPVOID old, SIZE_T size) {
   ThreadState* state = Entering();
+  if (const uint32_t id = state && old ? CustomHeapId(heap) : 0) {
+    return CustomHeapReAlloc(state, id, heap, flags, old, size);
+  }
   // In place only: the block stays where it is or the call fails, so nothing is released.
   const bool in_place = flags & HEAP_REALLOC_IN_PLACE_ONLY;
   if (state && old && !in_place) {
-    Record(state, EventKind::kReallocOld, Address(old), 0, Address(heap), false);
+    Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
   }
   void* p = Guarded(
       state, [&] { return Real<decltype(&HeapReAlloc)>(k_HeapReAlloc)(heap, flags, old, size); });
   if (state && p) {
-    if (in_place) Record(state, EventKind::kReallocOld, Address(old), 0, Address(heap), false);
-    Record(state, EventKind::kRealloc, Address(p), size, Address(heap), true);
+    if (in_place) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
+    Record(state, EventKind::kRealloc, Address(p), size, 0, true);
   } else if (state && old && !in_place) {
-    Record(state, EventKind::kReallocFailed, Address(old), 0, Address(heap), false);
+    Record(state, EventKind::kReallocFailed, Address(old), 0, 0, false);
   }
   return p;
 }
 
 BOOL WINAPI HookHeapFree(HANDLE heap, DWORD flags, LPVOID p) {
   ThreadState* state = Entering();
-  if (state && p) Record(state, EventKind::kFree, Address(p), 0, Address(heap), false);
+  if (state && p) {
+    const uint32_t id = CustomHeapId(heap);
+    Record(state, id ? EventKind::kHeapFree : EventKind::kFree, Address(p), 0,
+           id ? CustomHeapExtra(id, 0) : 0, false);
+  }
   return Guarded(state, [&] { return Real<decltype(&HeapFree)>(k_HeapFree)(heap, flags, p); });
 }
 

@@ -53,8 +53,8 @@ inline __attribute__((noinline)) int CaptureStack(ThreadState* state, uint64_t* 
     if (function == nullptr) break;
     void* handler_data = nullptr;
     DWORD64 frame = 0;
-    RtlVirtualUnwind(UNW_FLAG_NHANDLER, image_base, context.Rip, function, &context,
-                     &handler_data, &frame, nullptr);
+    RtlVirtualUnwind(UNW_FLAG_NHANDLER, image_base, context.Rip, function, &context, &handler_data,
+                     &frame, nullptr);
     if (context.Rip < 0x10000) break;             // the end of the stack (never mapped)
     if (step > 0) frames[count++] = context.Rip;  // step 0: the entry point's own frame
   }

@@ -18,6 +18,16 @@ std::atomic<uint64_t> g_module_generation{0};
 std::atomic<uint64_t> g_dropped{0};
 HANDLE g_wake = nullptr;
 constexpr uint64_t kMaxWaitMs = 100;
+// The writer's cycles so far: a ring still full after kMaxWaitMs marks the round it saw, and
+// drops at once while the writer has not come round again (it may wait on a lock the
+// producer holds, such as the loader's), so a stuck writer costs one wait, not one per event.
+std::atomic<uint64_t> g_writer_rounds{0};
+// A retired thread's state (thread_rings.h): the guard always up, no ring.
+ThreadState g_retired = [] {
+  ThreadState retired;
+  retired.guard = 1 << 20;
+  return retired;
+}();
 
 // A ring's records are padded to 8 bytes and never wrap: a record that would cross the end is
 // preceded by a filler whose kind is 0, covering the rest of the ring.
@@ -67,12 +77,16 @@ void MarkAgentThread() {
 void RetireCurrentThread() {
   const DWORD error = GetLastError();
   auto* state = static_cast<ThreadState*>(TlsGetValue(g_tls));
-  if (state) {
-    TlsSetValue(g_tls, nullptr);  // a late allocation on this thread gets a new ring
+  if (state && state != &g_retired) {
+    // What the thread's last moments allocate (other DLLs' detach notifications) passes
+    // unrecorded: a ring made for them would never be retired, nor freed.
+    TlsSetValue(g_tls, &g_retired);
     state->ring->exited.store(true, std::memory_order_release);
   }
   SetLastError(error);
 }
+
+void NoteWriterRound() { g_writer_rounds.fetch_add(1, std::memory_order_release); }
 
 bool Append(ThreadState* state, format::EventKind kind, uint64_t address, uint64_t size,
             uint64_t extra, const uint64_t* frames, int frame_count) {
@@ -82,17 +96,25 @@ bool Append(ThreadState* state, format::EventKind kind, uint64_t address, uint64
   const uint64_t offset = head & (ThreadRing::kBytes - 1);
   const uint64_t filler = offset + bytes > ThreadRing::kBytes ? ThreadRing::kBytes - offset : 0;
   const uint64_t needed = filler + bytes;
-  uint64_t waited_ms = 0;
-  while (head + needed - ring->tail.load(std::memory_order_acquire) > ThreadRing::kBytes) {
-    if (waited_ms == 0) SetEvent(g_wake);
-    if (waited_ms++ >= kMaxWaitMs) {
+  if (head + needed - ring->tail.load(std::memory_order_acquire) > ThreadRing::kBytes) {
+    const uint64_t round = g_writer_rounds.load(std::memory_order_acquire);
+    bool room = false;
+    if (round != ring->stuck_round) {
+      SetEvent(g_wake);
+      const uint64_t start = GetTickCount64();
+      while (!room && GetTickCount64() - start < kMaxWaitMs) {
+        Sleep(1);
+        room = head + needed - ring->tail.load(std::memory_order_acquire) <= ThreadRing::kBytes;
+      }
+      if (!room) ring->stuck_round = round;
+    }
+    if (!room) {
       g_dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    Sleep(1);
   }
   char* base = reinterpret_cast<char*>(ring->data);
-  if (filler) {
+  if (filler >= sizeof(RingEvent)) {  // a shorter tail is skipped without one (ReadEvent)
     RingEvent fill{};
     fill.kind = kFiller;
     fill.size = filler;

@@ -52,7 +52,8 @@ struct ThreadRing {
   std::atomic<bool> exited{false};           // the thread has ended: the writer frees the ring
   uint32_t index = 0;                        // the capture's thread index (kThread)
   uint32_t tid = 0;
-  ThreadRing* next = nullptr;  // the list, newest first; only the writer unlinks
+  uint64_t stuck_round = ~uint64_t{0};  // producer's: the writer round it last waited out
+  ThreadRing* next = nullptr;           // the list, newest first; only the writer unlinks
   uint64_t data[kBytes / 8];
 };
 
@@ -86,10 +87,17 @@ bool InitThreadRings();
 ThreadState* CurrentThreadState();
 // The writer thread records nothing, ever.
 void MarkAgentThread();
-// DLL_THREAD_DETACH: the thread's ring is handed to the writer to drain and free.
+// DLL_THREAD_DETACH: the thread's ring is handed to the writer to drain and free; what the
+// thread does after that is not recorded.
 void RetireCurrentThread();
+// The writer finished a cycle (producers facing a full ring wait again from now on).
+void NoteWriterRound();
 
-// Appends one event with a fresh sequence number; false when dropped (ring full too long).
+// Appends one event with a fresh sequence number; false when dropped: the ring stayed full for
+// 100 ms, or is full and the writer has not finished a cycle since it last stayed full. A
+// record never wraps: the ring's tail before it is skipped, with a filler record (kind 0,
+// size: the bytes skipped) when there is room for one, and silently when less than a record
+// header is left.
 bool Append(ThreadState* state, format::EventKind kind, uint64_t address, uint64_t size,
             uint64_t extra, const uint64_t* frames, int frame_count);
 
