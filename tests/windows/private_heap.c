@@ -12,12 +12,14 @@ int main(void) {
   void* blocks[4];
   for (int i = 0; i < 4; ++i) blocks[i] = HeapAlloc(heap, 0, 3000);  // @blocks
   HeapFree(heap, 0, blocks[0]);
+  // Too big: fails, and blocks[1] lives on.
+  void* failed = HeapReAlloc(heap, 0, blocks[1], (SIZE_T)1 << 46);  // @failed
   void* zeroed = HeapAlloc(heap, HEAP_ZERO_MEMORY, 5000);  // @zeroed
   zeroed = HeapReAlloc(heap, 0, zeroed, 6000);  // @grown
   HANDLE gone = HeapCreate(0, 0, 0);  // @create_gone
   for (int i = 0; i < 2; ++i) HeapAlloc(gone, 0, 700);  // @gone_blocks
   HeapDestroy(gone);
   void* from_ntdll = RtlAllocateHeap(GetProcessHeap(), 0, 4321);  // @ntdll
-  printf("heaps %d\n", zeroed != NULL && from_ntdll != NULL);
+  printf("heaps %d\n", zeroed != NULL && from_ntdll != NULL && failed == NULL);
   return 0;
 }

@@ -22,6 +22,9 @@ bool Recording();
 // Drains every thread's events, writes the END record and closes the capture. `detail`: the
 // exception code for EndReason::kSignal (an unhandled exception), else 0.
 void EndRecording(format::EndReason reason, int64_t detail);
+// The program's SetUnhandledExceptionFilter (hooked): its filter runs from the agent's, which
+// stays installed, so that a crash still ends the capture. Returns the program's previous one.
+LPTOP_LEVEL_EXCEPTION_FILTER ExchangeProgramFilter(LPTOP_LEVEL_EXCEPTION_FILTER filter);
 // Everything recorded before the call is in the capture file when it returns (a bounded wait).
 void FlushCapture(DWORD timeout_ms);
 // The agent's own module (never patched, never recorded).

@@ -32,7 +32,8 @@ volatile LONG g_recording = 0;
 volatile LONG g_ended = 0;
 CaptureWriter* g_writer = nullptr;
 HANDLE g_writer_thread = nullptr;
-LPTOP_LEVEL_EXCEPTION_FILTER g_previous_filter = nullptr;
+LPTOP_LEVEL_EXCEPTION_FILTER g_previous_filter = nullptr;  // installed before the agent
+LPTOP_LEVEL_EXCEPTION_FILTER g_program_filter = nullptr;   // installed by the program since
 constexpr DWORD kEndWaitMs = 10000;
 
 // The program's arguments as its C runtime splits its command line (the rules of
@@ -45,7 +46,7 @@ std::vector<std::string> SplitCommandLine(const wchar_t* line) {
     if (!*p) break;
     std::wstring arg;
     bool quoted = false;
-    for (; *p && (quoted || (*p != L' ' && *p != L'\t')); ++p) {
+    for (;;) {
       size_t backslashes = 0;
       while (*p == L'\\') ++backslashes, ++p;
       if (*p == L'"') {
@@ -58,11 +59,12 @@ std::vector<std::string> SplitCommandLine(const wchar_t* line) {
         } else {
           quoted = !quoted;
         }
-      } else {
-        arg.append(backslashes, L'\\');
-        if (!*p) break;
-        arg += *p;
+        ++p;
+        continue;
       }
+      arg.append(backslashes, L'\\');
+      if (!*p || (!quoted && (*p == L' ' || *p == L'\t'))) break;
+      arg += *p++;
     }
     args.push_back(Utf8(arg.c_str()));
   }
@@ -154,10 +156,16 @@ void WatchLibraries() {
   }
 }
 
+// An exception no handler took: the program's own filter first (it may repair and continue),
+// then the capture's end, then what Windows does with it.
 LONG WINAPI OnUnhandledException(EXCEPTION_POINTERS* info) {
+  const LPTOP_LEVEL_EXCEPTION_FILTER program =
+      g_program_filter ? g_program_filter : g_previous_filter;
+  const LONG action = program ? program(info) : EXCEPTION_CONTINUE_SEARCH;
+  if (action == EXCEPTION_CONTINUE_EXECUTION) return action;
   EndRecording(format::EndReason::kSignal,
                static_cast<int64_t>(info->ExceptionRecord->ExceptionCode));
-  return g_previous_filter ? g_previous_filter(info) : EXCEPTION_CONTINUE_SEARCH;
+  return action;
 }
 
 void Start(HMODULE self) {
@@ -207,6 +215,12 @@ void Start(HMODULE self) {
 }  // namespace
 
 bool Recording() { return g_recording != 0; }
+
+LPTOP_LEVEL_EXCEPTION_FILTER ExchangeProgramFilter(LPTOP_LEVEL_EXCEPTION_FILTER filter) {
+  auto* previous = reinterpret_cast<LPTOP_LEVEL_EXCEPTION_FILTER>(InterlockedExchangePointer(
+      reinterpret_cast<void* volatile*>(&g_program_filter), reinterpret_cast<void*>(filter)));
+  return previous ? previous : g_previous_filter;
+}
 
 void FlushCapture(DWORD timeout_ms) {
   if (g_writer && Recording()) g_writer->FlushNow(timeout_ms);

@@ -21,7 +21,8 @@
   X(_aligned_free)
 
 // kernel32's (or kernelbase's, or an api-ms-win-core-* forwarder's): the heap and virtual
-// memory APIs every allocator ends in, and the process's end. A module importing ntdll's
+// memory APIs every allocator ends in, the process's end, and the program's own crash filter
+// (kept behind the agent's, which ends the capture: agent_dll.cc). A module importing ntdll's
 // RtlAllocateHeap, RtlReAllocateHeap or RtlFreeHeap gets the HeapAlloc family's hooks
 // (import_patcher.cc). Libraries loaded later are seen
 // by the loader's own notifications (agent_dll.cc), not by hooking LoadLibrary: those cover
@@ -34,7 +35,8 @@
   X(HeapFree)                           \
   X(VirtualAlloc)                       \
   X(VirtualFree)                        \
-  X(ExitProcess)
+  X(ExitProcess)                        \
+  X(SetUnhandledExceptionFilter)
 
 namespace memlens::windows {
 

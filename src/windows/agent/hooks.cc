@@ -330,6 +330,11 @@ BOOL WINAPI HookVirtualFree(LPVOID address, SIZE_T size, DWORD type) {
                  [&] { return Real<decltype(&VirtualFree)>(k_VirtualFree)(address, size, type); });
 }
 
+LPTOP_LEVEL_EXCEPTION_FILTER WINAPI
+HookSetUnhandledExceptionFilter(LPTOP_LEVEL_EXCEPTION_FILTER filter) {
+  return ExchangeProgramFilter(filter);
+}
+
 void WINAPI HookExitProcess(UINT code) {
   EndRecording(format::EndReason::kExit, 0);
   Real<decltype(&ExitProcess)>(k_ExitProcess)(code);

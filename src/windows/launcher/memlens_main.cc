@@ -9,6 +9,8 @@
 //
 // Runs on: the launching process, one thread.
 #include <windows.h>
+// After windows.h, which it needs.
+#include <psapi.h>
 
 #include <cstdio>
 #include <string>
@@ -111,6 +113,23 @@ std::string ProgramName(const std::wstring& path) {
   return Utf8(name);
 }
 
+// Whether the process has loaded the agent: a thread's exit code holds only the low half of
+// the HMODULE LoadLibraryW returned, which is 0 for one load address in 65536.
+bool AgentLoaded(HANDLE process, const std::wstring& dll) {
+  HMODULE modules[1024];
+  DWORD bytes = 0;
+  if (!K32EnumProcessModules(process, modules, sizeof modules, &bytes)) return false;
+  const std::wstring name = dll.substr(dll.find_last_of(L"\\/") + 1);
+  for (DWORD i = 0; i < bytes / sizeof(HMODULE) && i < 1024; ++i) {
+    wchar_t loaded[MAX_PATH];
+    if (K32GetModuleBaseNameW(process, modules[i], loaded, MAX_PATH) &&
+        _wcsicmp(loaded, name.c_str()) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Loads the agent into the suspended process: the path in its memory, LoadLibraryW on a
 // thread of its own, which the loader runs before the program's first instruction.
 bool Inject(HANDLE process, const std::wstring& dll) {
@@ -124,12 +143,13 @@ bool Inject(HANDLE process, const std::wstring& dll) {
   HANDLE thread = CreateRemoteThread(process, nullptr, 0, load, remote, 0, nullptr);
   if (thread == nullptr) return false;
   WaitForSingleObject(thread, INFINITE);
-  DWORD module = 0;  // the low half of the HMODULE: 0 when LoadLibraryW failed
+  DWORD module = 0;  // the low half of the HMODULE: 0 when LoadLibraryW failed, or by chance
   GetExitCodeThread(thread, &module);
   CloseHandle(thread);
   VirtualFreeEx(process, remote, 0, MEM_RELEASE);
-  if (module == 0) SetLastError(ERROR_MOD_NOT_FOUND);
-  return module != 0;
+  if (module != 0 || AgentLoaded(process, dll)) return true;
+  SetLastError(ERROR_MOD_NOT_FOUND);
+  return false;
 }
 
 int Run(const std::vector<std::wstring>& args) {
