@@ -128,11 +128,13 @@ void CaptureWriter::Cycle() {
 bool CaptureWriter::FlushNow(DWORD timeout_ms) {
   const LONG ticket = InterlockedIncrement(&flush_requested_);
   SetEvent(WriterWakeEvent());
-  for (DWORD waited = 0; waited < timeout_ms; ++waited) {
-    if (flush_done_ - ticket >= 0) return true;
+  // A clock, not a count of sleeps: Sleep(1) lasts a timer tick, 15.6 ms on Windows.
+  const uint64_t start = GetTickCount64();
+  while (flush_done_ - ticket < 0) {
+    if (GetTickCount64() - start >= timeout_ms) return false;
     Sleep(1);
   }
-  return false;
+  return true;
 }
 
 void CaptureWriter::Drain(ThreadRing* ring) {
