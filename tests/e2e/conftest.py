@@ -55,15 +55,17 @@ def python(request):
     return interpreter
 
 
-def line_of(source, marker):
-    """The line number of `// @marker` in tests/programs/<source>."""
-    for number, text in enumerate((SOURCES / source).read_text().splitlines(), start=1):
+def line_of(source, marker, sources=SOURCES):
+    """The line number of `// @marker` in tests/programs/<source> (or `sources`/<source>)."""
+    for number, text in enumerate((sources / source).read_text().splitlines(), start=1):
         if re.search(r"// @" + re.escape(marker) + r"\b", text):
             return number
     raise AssertionError(f"no @{marker} in {source}")
 
 
 class Recorded:
+    sources = SOURCES  # where the programs' sources, with their `// @name` lines, are
+
     def __init__(self, proc, capture):
         self.proc = proc
         self.capture = capture
@@ -76,7 +78,7 @@ class Recorded:
 
     def rows_at(self, source, marker, *args):
         """`top --by line` rows whose site is the marked line of the source."""
-        line = line_of(source, marker)
+        line = line_of(source, marker, self.sources)
         rows = self.analyze("top", "--by", "line", "--limit", "100000", *args)["rows"]
         return [r for r in rows
                 if r["site"]["file"].endswith("/" + source) and r["site"]["line"] == line]

@@ -11,14 +11,14 @@ they fail instead.
 import json
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import time
 
 import pytest
 
-from conftest import REPO, memlens
+from conftest import REPO, Recorded, memlens
+from conftest import line_of as conftest_line_of
 
 WINDOWS_BUILD = pathlib.Path(os.environ.get("MEMLENS_WINDOWS_BUILD_DIR", REPO / "build-windows"))
 LAUNCHER = WINDOWS_BUILD / "bin" / "memlens.exe"
@@ -64,37 +64,25 @@ def wine(env, *argv, timeout=180, cwd=None):
                           stdin=subprocess.DEVNULL, timeout=timeout, cwd=cwd)
 
 
-class WindowsRun:
+class WindowsRun(Recorded):
     """A program of tests/windows run under memlens.exe, and `memlens` (Linux) on its capture."""
+    sources = SOURCES
 
     def __init__(self, env, tmp_path, program, *args):
         self.env = env
-        self.capture = tmp_path / f"{program}.mlens"
-        self.proc = wine(env, LAUNCHER, "run", "-o", self.capture, "--", PROGRAMS / f"{program}.exe",
-                         *args, cwd=tmp_path)
+        capture = tmp_path / f"{program}.mlens"
+        proc = wine(env, LAUNCHER, "run", "-o", capture, "--", PROGRAMS / f"{program}.exe", *args,
+                    cwd=tmp_path)
+        super().__init__(proc, capture)
 
     def analyze(self, command, *args):
         out = memlens(command, self.capture, "--json", *args, env=self.env)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
-    def rows_at(self, source, marker, *args):
-        line = line_of(source, marker)
-        rows = self.analyze("top", "--by", "line", "--limit", "100000", *args)["rows"]
-        return [r for r in rows
-                if r["site"]["file"].endswith("/" + source) and r["site"]["line"] == line]
-
-    def row_at(self, source, marker, *args):
-        rows = self.rows_at(source, marker, *args)
-        assert len(rows) == 1, f"expected one row at {source}:@{marker}, got {rows}"
-        return rows[0]
-
 
 def line_of(source, marker):
-    for number, text in enumerate((SOURCES / source).read_text().splitlines(), start=1):
-        if re.search(r"// @" + re.escape(marker) + r"\b", text):
-            return number
-    raise AssertionError(f"no @{marker} in {source}")
+    return conftest_line_of(source, marker, SOURCES)
 
 
 @pytest.fixture

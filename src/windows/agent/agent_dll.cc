@@ -23,6 +23,7 @@
 #include "windows/agent/import_patcher.h"
 #include "windows/agent/module_list.h"
 #include "windows/agent/thread_rings.h"
+#include "windows/text.h"
 
 namespace memlens::windows {
 namespace {
@@ -76,23 +77,6 @@ uint64_t RealtimeNs() {
   GetSystemTimePreciseAsFileTime(&ft);
   const uint64_t ticks = (uint64_t{ft.dwHighDateTime} << 32) | ft.dwLowDateTime;
   return (ticks - 116444736000000000ull) * 100;  // 100 ns since 1601 to ns since 1970
-}
-
-std::wstring Wide(const std::string& text) {
-  const int n = MultiByteToWideChar(CP_UTF8, 0, text.c_str(), -1, nullptr, 0);
-  std::wstring out(n > 0 ? n : 1, L'\0');
-  if (n > 0) MultiByteToWideChar(CP_UTF8, 0, text.c_str(), -1, out.data(), n);
-  out.pop_back();
-  return out;
-}
-
-// The program's name for %e: its file name without the directory and ".exe".
-std::string ProgramName(const std::string& executable) {
-  std::string name = executable.substr(executable.find_last_of("\\/") + 1);
-  if (name.size() > 4 && _stricmp(name.c_str() + name.size() - 4, ".exe") == 0) {
-    name.resize(name.size() - 4);
-  }
-  return name;
 }
 
 void Say(const std::string& line) {

@@ -47,6 +47,22 @@ Fn Real(KernelFunction f) {
 
 uint64_t Address(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// realloc's events around `call`: the old block released before it, the new block after it,
+// or, when it failed, the old block alive again (realloc(p, 0) frees p: no new block).
+// Inlined into each hook: the stack walk skips exactly one frame, the hook's.
+template <typename Call>
+__attribute__((always_inline)) inline void* Reallocated(void* old, size_t size, Call&& call) {
+  ThreadState* state = Entering();
+  if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
+  void* p = Guarded(state, call);
+  if (state && p) {
+    Record(state, EventKind::kRealloc, Address(p), size, 0, true);
+  } else if (state && old && size != 0) {
+    Record(state, EventKind::kReallocFailed, Address(old), 0, 0, false);
+  }
+  return p;
+}
+
 // --- the C runtime's functions, one set per runtime ----------------------------------------
 
 template <CrtFamily F>
@@ -65,16 +81,8 @@ struct Crt {
     return p;
   }
   static void* __cdecl realloc(void* old, size_t size) {
-    ThreadState* state = Entering();
-    if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
-    void* p = Guarded(
-        state, [&] { return Real<void*(__cdecl*)(void*, size_t)>(F, k_realloc)(old, size); });
-    if (state && p) {
-      Record(state, EventKind::kRealloc, Address(p), size, 0, true);
-    } else if (state && old && size != 0) {  // failed: the old block lives on
-      Record(state, EventKind::kReallocFailed, Address(old), 0, 0, false);
-    }
-    return p;
+    return Reallocated(
+        old, size, [&] { return Real<void*(__cdecl*)(void*, size_t)>(F, k_realloc)(old, size); });
   }
   static void __cdecl free(void* p) {
     ThreadState* state = Entering();
@@ -90,18 +98,10 @@ struct Crt {
     return p;
   }
   static void* __cdecl _aligned_realloc(void* old, size_t size, size_t alignment) {
-    ThreadState* state = Entering();
-    if (state && old) Record(state, EventKind::kReallocOld, Address(old), 0, 0, false);
-    void* p = Guarded(state, [&] {
+    return Reallocated(old, size, [&] {
       return Real<void*(__cdecl*)(void*, size_t, size_t)>(F, k__aligned_realloc)(old, size,
                                                                                  alignment);
     });
-    if (state && p) {
-      Record(state, EventKind::kRealloc, Address(p), size, 0, true);
-    } else if (state && old && size != 0) {
-      Record(state, EventKind::kReallocFailed, Address(old), 0, 0, false);
-    }
-    return p;
   }
   static void __cdecl _aligned_free(void* p) {
     ThreadState* state = Entering();

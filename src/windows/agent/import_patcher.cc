@@ -7,6 +7,8 @@
 #include <cstring>
 #include <iterator>
 
+#include "windows/agent/module_list.h"
+
 namespace memlens::windows {
 namespace {
 
@@ -82,23 +84,8 @@ void WriteEntry(ULONG_PTR* slot, void* value) {
   VirtualProtect(slot, sizeof *slot, old, &old);
 }
 
-// The module's headers, checked against its size so a damaged one is skipped, not read past.
-const IMAGE_NT_HEADERS* Headers(HMODULE module) {
-  auto* base = reinterpret_cast<const char*>(module);
-  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
-  if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) {
-    return nullptr;
-  }
-  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS*>(base + dos->e_lfanew);
-  if (nt->Signature != IMAGE_NT_SIGNATURE ||
-      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
-    return nullptr;
-  }
-  return nt;
-}
-
 void PatchModule(HMODULE module) {
-  const IMAGE_NT_HEADERS* nt = Headers(module);
+  const IMAGE_NT_HEADERS64* nt = ImageHeaders(module);
   if (nt == nullptr) return;
   const IMAGE_DATA_DIRECTORY& dir = nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_IMPORT];
   const DWORD image_size = nt->OptionalHeader.SizeOfImage;

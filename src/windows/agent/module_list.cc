@@ -57,26 +57,24 @@ std::string CodeViewIdentity(const char* base, const IMAGE_NT_HEADERS64* nt) {
 
 }  // namespace
 
-std::string Utf8(const wchar_t* text, int length) {
-  const int n = WideCharToMultiByte(CP_UTF8, 0, text, length, nullptr, 0, nullptr, nullptr);
-  if (n <= 0) return "";
-  std::string out(n, '\0');
-  WideCharToMultiByte(CP_UTF8, 0, text, length, out.data(), n, nullptr, nullptr);
-  if (length < 0) out.pop_back();  // the terminator
-  return out;
-}
-
-bool DescribeModule(HMODULE handle, const wchar_t* path, LoadedModule* out) {
-  auto* base = reinterpret_cast<const char*>(handle);
+const IMAGE_NT_HEADERS64* ImageHeaders(HMODULE module) {
+  auto* base = reinterpret_cast<const char*>(module);
   auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
   if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) {
-    return false;
+    return nullptr;
   }
   auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(base + dos->e_lfanew);
   if (nt->Signature != IMAGE_NT_SIGNATURE ||
       nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
-    return false;
+    return nullptr;
   }
+  return nt;
+}
+
+bool DescribeModule(HMODULE handle, const wchar_t* path, LoadedModule* out) {
+  auto* base = reinterpret_cast<const char*>(handle);
+  const IMAGE_NT_HEADERS64* nt = ImageHeaders(handle);
+  if (nt == nullptr) return false;
   LoadedModule& m = *out;
   m.handle = handle;
   m.base = reinterpret_cast<uint64_t>(handle);

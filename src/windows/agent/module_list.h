@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "format/records.h"
+#include "windows/text.h"
 
 namespace memlens::windows {
 
@@ -25,12 +26,11 @@ struct LoadedModule {
   format::ModuleRecord record;  // id left 0
 };
 
+// A loaded module's headers, when they are a 64-bit PE image's (else nullptr).
+const IMAGE_NT_HEADERS64* ImageHeaders(HMODULE module);
 // Every module loaded now, in the loader's order.
 std::vector<LoadedModule> ListLoadedModules();
 // One module, loaded from `path`: false when its headers are not a 64-bit PE image's.
 bool DescribeModule(HMODULE handle, const wchar_t* path, LoadedModule* out);
-
-// UTF-16 to UTF-8.
-std::string Utf8(const wchar_t* text, int length = -1);
 
 }  // namespace memlens::windows

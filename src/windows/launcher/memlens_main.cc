@@ -17,8 +17,12 @@
 #include <vector>
 
 #include "format/capture_path.h"
+#include "windows/text.h"
 
 namespace {
+
+using memlens::windows::Utf8;
+using memlens::windows::Wide;
 
 constexpr wchar_t kUsage[] =
     L"usage: memlens run [-o FILE] [--] PROGRAM [ARGS...]\n"
@@ -74,22 +78,6 @@ std::wstring Quote(const std::wstring& arg) {
   return out + L"\"";
 }
 
-std::string Utf8(const std::wstring& text) {
-  const int n = WideCharToMultiByte(CP_UTF8, 0, text.c_str(), -1, nullptr, 0, nullptr, nullptr);
-  std::string out(n > 0 ? n : 1, '\0');
-  if (n > 0) WideCharToMultiByte(CP_UTF8, 0, text.c_str(), -1, out.data(), n, nullptr, nullptr);
-  out.pop_back();
-  return out;
-}
-
-std::wstring Wide(const std::string& text) {
-  const int n = MultiByteToWideChar(CP_UTF8, 0, text.c_str(), -1, nullptr, 0);
-  std::wstring out(n > 0 ? n : 1, L'\0');
-  if (n > 0) MultiByteToWideChar(CP_UTF8, 0, text.c_str(), -1, out.data(), n);
-  out.pop_back();
-  return out;
-}
-
 std::wstring FullPath(const std::wstring& path) {
   wchar_t full[MAX_PATH * 4];
   const DWORD n = GetFullPathNameW(path.c_str(), MAX_PATH * 4, full, nullptr);
@@ -103,14 +91,6 @@ std::wstring AgentPath() {
   std::wstring dir(self, n);
   dir.resize(dir.find_last_of(L"\\/") + 1);
   return dir + L"memlens_agent.dll";
-}
-
-std::string ProgramName(const std::wstring& path) {
-  std::wstring name = path.substr(path.find_last_of(L"\\/") + 1);
-  if (name.size() > 4 && _wcsicmp(name.c_str() + name.size() - 4, L".exe") == 0) {
-    name.resize(name.size() - 4);
-  }
-  return Utf8(name);
 }
 
 // Whether the process has loaded the agent: a thread's exit code holds only the low half of
@@ -215,8 +195,8 @@ int Run(const std::vector<std::wstring>& args) {
   WaitForSingleObject(child.hProcess, INFINITE);
   DWORD code = 0;
   GetExitCodeProcess(child.hProcess, &code);
-  const std::string capture =
-      memlens::format::ExpandCapturePattern(Utf8(pattern), child.dwProcessId, ProgramName(args[i]));
+  const std::string capture = memlens::format::ExpandCapturePattern(
+      Utf8(pattern), child.dwProcessId, memlens::windows::ProgramName(Utf8(args[i])));
   if (GetFileAttributesW(Wide(capture).c_str()) != INVALID_FILE_ATTRIBUTES) {
     Print(L"memlens: capture written to " + Wide(capture) + L"\n");
   } else {
