@@ -8,12 +8,12 @@
 __declspec(dllimport) void* __stdcall RtlAllocateHeap(void* heap, ULONG flags, SIZE_T size);
 
 int main(void) {
-  HANDLE heap = HeapCreate(0, 0, 0);  // @create
+  HANDLE heap = HeapCreate(0, 0, 1 << 20);  // @create (at most 1 MiB)
   void* blocks[4];
   for (int i = 0; i < 4; ++i) blocks[i] = HeapAlloc(heap, 0, 3000);  // @blocks
   HeapFree(heap, 0, blocks[0]);
-  // Too big: fails, and blocks[1] lives on.
-  void* failed = HeapReAlloc(heap, 0, blocks[1], (SIZE_T)1 << 46);  // @failed
+  // Past the heap's maximum: fails, and blocks[1] lives on.
+  void* failed = HeapReAlloc(heap, 0, blocks[1], 2 << 20);  // @failed
   void* zeroed = HeapAlloc(heap, HEAP_ZERO_MEMORY, 5000);  // @zeroed
   zeroed = HeapReAlloc(heap, 0, zeroed, 6000);  // @grown
   HANDLE gone = HeapCreate(0, 0, 0);  // @create_gone
