@@ -50,6 +50,7 @@ CaptureWriter::CaptureWriter(HANDLE file, const format::ProcessRecord& process)
 uint64_t CaptureWriter::SinceStartNs() const { return NowNs() - start_ns_; }
 
 void CaptureWriter::Run() {
+  InterlockedExchange(&started_, 1);
   MarkAgentThread();
   while (!stop_) {
     WaitForSingleObject(WriterWakeEvent(), kCycleMs);
@@ -69,6 +70,9 @@ bool CaptureWriter::Stop(HANDLE thread, format::EndReason reason, int64_t detail
   end_reason_ = reason;
   end_detail_ = detail;
   InterlockedExchange(&stop_, 1);
+  // A thread starts running only once the loader lets it (its attach notifications): a process
+  // that ends early, from a DllMain, may hold the loader's lock before the writer ever ran.
+  if (!started_) return false;
   SetEvent(WriterWakeEvent());
   // The capture's end, not the thread's: a thread's exit waits for the loader's lock, which
   // the thread ending the process may hold (ExitProcess from a DllMain).

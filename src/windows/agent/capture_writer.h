@@ -35,7 +35,8 @@ class CaptureWriter {
 
   // The writer thread's body; returns once Stop was called and the capture is finished.
   void Run();
-  // Asks Run to finish; waits up to `timeout_ms` for it. False when it did not (then Finish).
+  // Asks Run to finish; waits up to `timeout_ms` for it. False when it did not, or when the
+  // writer thread has not started yet (then Finish).
   bool Stop(HANDLE thread, format::EndReason reason, int64_t detail, DWORD timeout_ms);
   // Finishes the capture on the calling thread, when the writer thread is gone; skipped when
   // that thread died inside a cycle (its records are then lost past the last chunk).
@@ -67,6 +68,7 @@ class CaptureWriter {
   HANDLE file_;
   CRITICAL_SECTION lock_;
   HANDLE finished_event_ = nullptr;  // set once the END record is written
+  volatile LONG started_ = 0;  // Run has begun
   volatile LONG stop_ = 0;
   volatile LONG flush_requested_ = 0;
   volatile LONG flush_done_ = 0;
