@@ -254,6 +254,11 @@ int Rss(const AnalysisOptions& o) {
     std::cerr << "memlens: " << error << "\n";
     return kExitBadInput;
   }
+  if (!p.mappings_sample && format::WindowsAgent(p.process)) {
+    std::cerr << "memlens: '" << path << "' was recorded on Windows, whose agent does not sample "
+              << "the process's mappings: memlens rss is for Linux captures (docs/windows.md)\n";
+    return kExitBadInput;
+  }
   if (!p.mappings_sample) {
     std::cerr << "memlens: '" << path << "' has no mapping samples at or before " << asked
               << " (captures before format 10.0 have none; memlens samples the process's "

@@ -210,6 +210,12 @@ inline constexpr char kForkSeqMark[] = " forked-at-seq=";
 // agent_version as the capture holds it, and back (the decoder): the numbers above in and out.
 std::string CodedAgentVersion(const ProcessRecord& p);
 void DecodeAgentVersion(const std::string& coded, ProcessRecord* p);
+// How kProcess's agent_version starts when the Windows agent wrote it (src/windows/agent): no
+// mapping samples (kMappings), no Python.
+inline constexpr char kWindowsAgentPrefix[] = "memlens-windows ";
+inline bool WindowsAgent(const ProcessRecord& p) {
+  return p.agent_version.rfind(kWindowsAgentPrefix, 0) == 0;
+}
 // Appended to kProcess's agent_version by an agent recording Python lines only, without native
 // unwinding (memlens run --python-stacks): its stacks lack native frames on purpose.
 inline constexpr char kPythonStacksMark[] = " python-stacks";

@@ -2,7 +2,7 @@
 cross-built with mingw-w64 (tools/build-windows), run under wine by memlens.exe with the agent
 DLL injected; the Linux `memlens` reads the captures. Exact bytes at exact lines, as on Linux.
 
-Wine runs in a prefix of its own (a cache folder: making one takes half a minute, once), with
+Wine runs in a prefix of the run's own (made in the run's temporary folder: a few seconds), with
 its crash debugger off (a crashing program then ends as it would on Windows with no debugger
 registered) and one wineserver kept for the whole module. Without wine or the Windows build
 these tests skip, saying why; CI installs both and sets MEMLENS_REQUIRE_WINDOWS=1, under which
@@ -25,8 +25,6 @@ LAUNCHER = WINDOWS_BUILD / "bin" / "memlens.exe"
 PROGRAMS = WINDOWS_BUILD / "tests"
 SOURCES = REPO / "tests" / "windows"
 WINE = shutil.which("wine") or shutil.which("wine64")
-PREFIX = pathlib.Path(os.environ.get("MEMLENS_WINE_PREFIX",
-                                     pathlib.Path.home() / ".cache" / "memlens" / "wine-prefix"))
 ACCESS_VIOLATION = 0xC0000005
 
 
@@ -39,15 +37,17 @@ def missing():
 
 
 @pytest.fixture(scope="module")
-def wine_env():
+def wine_env(tmp_path_factory):
     why = missing()
     if why:
         if os.environ.get("MEMLENS_REQUIRE_WINDOWS") == "1":
             pytest.fail(f"MEMLENS_REQUIRE_WINDOWS=1 but {why}", pytrace=False)
         pytest.skip(why)
-    env = {**os.environ, "WINEPREFIX": str(PREFIX), "WINEDEBUG": "-all",
+    # A prefix of the run's own (MEMLENS_WINE_PREFIX: one to reuse): `wineserver -k` at the end
+    # ends every program of its prefix, and must not end anyone else's.
+    prefix = os.environ.get("MEMLENS_WINE_PREFIX") or tmp_path_factory.mktemp("wine-prefix")
+    env = {**os.environ, "WINEPREFIX": str(prefix), "WINEDEBUG": "-all",
            "WINEDLLOVERRIDES": "winedbg.exe=d;mscoree=d;mshtml=d"}
-    PREFIX.parent.mkdir(parents=True, exist_ok=True)
     # Wine's server and services outlive the program that starts them, holding its standard
     # handles: started here on /dev/null, not on a pipe a later run would wait on to close. The
     # first program in a new prefix makes it (wineboot: half a minute).
@@ -311,3 +311,23 @@ def test_exit_from_a_dllmain_under_the_loader_lock(run, wine_env, tmp_path):
     assert r.proc.returncode == plain.returncode == 7
     assert took < 5, f"{took:.1f} s"
     assert r.analyze("summary")["capture"]["end_reason"] == "exit"
+
+
+def test_every_view_and_export_reads_a_windows_capture(run, tmp_path):
+    r = run("library_loader")
+    assert r.proc.returncode == 0, r.proc.stderr
+    for view in ("summary", "top", "tree", "leaks", "timeline", "map", "histogram", "temporary"):
+        out = memlens(view, r.capture, env=r.env)
+        assert out.returncode == 0 and out.stdout, (view, out.stderr)
+    tree = memlens("tree", r.capture, env=r.env).stdout
+    assert "library_allocate" in tree and "DllMain" in tree
+    report = tmp_path / "report.html"
+    assert memlens("report", r.capture, "-o", report, env=r.env).returncode == 0
+    assert "library_allocate" in report.read_text()
+    for fmt in ("pprof", "speedscope", "folded", "chrome-trace", "csv"):
+        target = tmp_path / f"export.{fmt}"
+        out = memlens("export", fmt, r.capture, "-o", target, env=r.env)
+        assert out.returncode == 0 and target.stat().st_size > 0, (fmt, out.stderr)
+    # No mapping samples on Windows: memlens rss says so.
+    rss = memlens("rss", r.capture, env=r.env)
+    assert rss.returncode == 2 and "recorded on Windows" in rss.stderr

@@ -169,7 +169,7 @@ void Start(HMODULE self) {
   process.start_realtime_ns = RealtimeNs();
   process.executable = Utf8(exe, static_cast<int>(n));
   process.argv = SplitCommandLine(GetCommandLineW());
-  process.agent_version = std::string("memlens-windows ") + MEMLENS_VERSION;
+  process.agent_version = std::string(format::kWindowsAgentPrefix) + MEMLENS_VERSION;
 
   wchar_t pattern[MAX_PATH * 4];
   const DWORD length = GetEnvironmentVariableW(L"MEMLENS_OUTPUT", pattern, MAX_PATH * 4);
