@@ -2,9 +2,9 @@
 cross-built with mingw-w64 (tools/build-windows), run under wine by memlens.exe with the agent
 DLL injected; the Linux `memlens` reads the captures. Exact bytes at exact lines, as on Linux.
 
-Wine runs in a prefix of the run's own (made in the run's temporary folder: a few seconds), with
-its crash debugger off (a crashing program then ends as it would on Windows with no debugger
-registered) and one wineserver kept for the whole module. Without wine or the Windows build
+Wine runs in a prefix kept in a cache folder (made by the first run: a few seconds), with its
+crash debugger off (a crashing program then ends as it would on Windows with no debugger
+registered) and one wineserver kept across the module's tests. Without wine or the Windows build
 these tests skip, saying why; CI installs both and sets MEMLENS_REQUIRE_WINDOWS=1, under which
 they fail instead.
 """
@@ -25,6 +25,9 @@ LAUNCHER = WINDOWS_BUILD / "bin" / "memlens.exe"
 PROGRAMS = WINDOWS_BUILD / "tests"
 SOURCES = REPO / "tests" / "windows"
 WINE = shutil.which("wine") or shutil.which("wine64")
+# A prefix is 700 MB: one, kept (MEMLENS_WINE_PREFIX: another).
+PREFIX = pathlib.Path(os.environ.get("MEMLENS_WINE_PREFIX",
+                                     pathlib.Path.home() / ".cache" / "memlens" / "wine-prefix"))
 ACCESS_VIOLATION = 0xC0000005
 
 
@@ -37,26 +40,25 @@ def missing():
 
 
 @pytest.fixture(scope="module")
-def wine_env(tmp_path_factory):
+def wine_env():
     why = missing()
     if why:
         if os.environ.get("MEMLENS_REQUIRE_WINDOWS") == "1":
             pytest.fail(f"MEMLENS_REQUIRE_WINDOWS=1 but {why}", pytrace=False)
         pytest.skip(why)
-    # A prefix of the run's own (MEMLENS_WINE_PREFIX: one to reuse): `wineserver -k` at the end
-    # ends every program of its prefix, and must not end anyone else's.
-    prefix = os.environ.get("MEMLENS_WINE_PREFIX") or tmp_path_factory.mktemp("wine-prefix")
-    env = {**os.environ, "WINEPREFIX": str(prefix), "WINEDEBUG": "-all",
+    env = {**os.environ, "WINEPREFIX": str(PREFIX), "WINEDEBUG": "-all",
            "WINEDLLOVERRIDES": "winedbg.exe=d;mscoree=d;mshtml=d"}
+    PREFIX.parent.mkdir(parents=True, exist_ok=True)
     # Wine's server and services outlive the program that starts them, holding its standard
     # handles: started here on /dev/null, not on a pipe a later run would wait on to close. The
     # first program in a new prefix makes it (wineboot: half a minute).
+    # The server stays 60 s past its last program, across the tests, and then ends by itself:
+    # no `wineserver -k`, which would end every program of the prefix, other runs' too.
     quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                  stderr=subprocess.DEVNULL)
-    subprocess.run(["wineserver", "-p"], check=False, **quiet)
+    subprocess.run(["wineserver", "-p60"], check=False, **quiet)
     subprocess.run([WINE, "cmd", "/c", "exit"], timeout=300, check=False, **quiet)
-    yield env
-    subprocess.run(["wineserver", "-k"], check=False, **quiet)
+    return env
 
 
 def wine(env, *argv, timeout=180, cwd=None):
