@@ -52,6 +52,20 @@ const Dwfl_Callbacks kOfflineCallbacks = {
     .debuginfo_path = &g_debuginfo_path,
 };
 
+// A PE's DWARF is in the image itself (docs/windows.md): no separate debug file is looked for.
+// elfutils' own search would find none, and leaks the path it built when it finds none.
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*,
+                        GElf_Word, char**) {
+  return -1;
+}
+
+const Dwfl_Callbacks kPeCallbacks = {
+    .find_elf = dwfl_build_id_find_elf,  // unused, as above
+    .find_debuginfo = NoSeparateDebuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &g_debuginfo_path,
+};
+
 // The addresses (ELF virtual) of the functions the dynamic loader runs before main: the
 // entries of .preinit_array and .init_array, as the file holds them. x86-64 links write each
 // entry's value into the section as well as into its relocation; an entry left 0 (a link that
@@ -459,7 +473,7 @@ Symbolizer::ElfFile* Symbolizer::OpenFile(const std::string& path) {
     fd = elf_fd;
     file->pe = true;
   }
-  file->dwfl = dwfl_begin(&kOfflineCallbacks);
+  file->dwfl = dwfl_begin(file->pe ? &kPeCallbacks : &kOfflineCallbacks);
   if (file->dwfl == nullptr) {
     close(fd);
     Warn(shown + ": " + dwfl_errmsg(-1) + "; its frames stay module+offset");
