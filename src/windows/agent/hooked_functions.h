@@ -6,9 +6,9 @@
 //
 // The C runtime's allocation functions, per C runtime: a module may import them from
 // msvcrt.dll (mingw-w64's default), ucrtbase.dll or its api-ms-win-crt-heap-l1-1-0.dll
-// forwarder (MSVC and UCRT builds), or an older msvcrXXX.dll. operator new and delete reach
-// them through the program's own import table (libstdc++ and MSVC's vcruntime both call malloc
-// and free).
+// forwarder (MSVC and UCRT builds), or an older msvcr100.dll to msvcr120.dll. operator new and
+// delete reach them through the program's own import table (libstdc++ and MSVC's vcruntime both
+// call malloc and free).
 #pragma once
 
 #define MEMLENS_WINDOWS_CRT_HOOKS(X) \
@@ -46,7 +46,7 @@ enum KernelFunction { MEMLENS_WINDOWS_KERNEL_HOOKS(MEMLENS_ENUM_ENTRY) kKernelFu
 #undef MEMLENS_ENUM_ENTRY
 
 // The C runtimes told apart: each has its own heap, so each hook calls the function of the
-// runtime its caller imported. kOtherCrt is the first msvcrXXX.dll seen; a second one's
+// runtime its caller imported. kOtherCrt is the first of msvcr100 to msvcr120 seen; a second one's
 // imports are left unhooked.
 enum CrtFamily { kMsvcrt, kUcrt, kOtherCrt, kCrtFamilyCount };
 

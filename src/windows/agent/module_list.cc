@@ -8,6 +8,22 @@
 namespace memlens::windows {
 namespace {
 
+// The 64-bit PE headers in the `available` bytes at `base` (a file's first page, or a loaded
+// image's), or nullptr when they are not there whole.
+const IMAGE_NT_HEADERS64* NtHeaders(const char* base, size_t available) {
+  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
+  if (available < sizeof *dos || dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 ||
+      static_cast<size_t>(dos->e_lfanew) + sizeof(IMAGE_NT_HEADERS64) > available) {
+    return nullptr;
+  }
+  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(base + dos->e_lfanew);
+  if (nt->Signature != IMAGE_NT_SIGNATURE ||
+      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
+    return nullptr;
+  }
+  return nt;
+}
+
 // The image base the module's file asks for. The loader writes the address it actually used
 // into the headers in memory when it relocates an image, so the file is read: its first page.
 bool PreferredImageBase(const wchar_t* path, uint64_t* image_base) {
@@ -19,17 +35,8 @@ bool PreferredImageBase(const wchar_t* path, uint64_t* image_base) {
   DWORD read = 0;
   const bool ok = ReadFile(file, page, sizeof page, &read, nullptr);
   CloseHandle(file);
-  if (!ok || read < sizeof(IMAGE_DOS_HEADER)) return false;
-  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(page);
-  if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 ||
-      static_cast<DWORD>(dos->e_lfanew) + sizeof(IMAGE_NT_HEADERS64) > read) {
-    return false;
-  }
-  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(page + dos->e_lfanew);
-  if (nt->Signature != IMAGE_NT_SIGNATURE ||
-      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
-    return false;
-  }
+  const IMAGE_NT_HEADERS64* nt = ok ? NtHeaders(page, read) : nullptr;
+  if (nt == nullptr) return false;
   *image_base = nt->OptionalHeader.ImageBase;
   return true;
 }
@@ -58,17 +65,7 @@ std::string CodeViewIdentity(const char* base, const IMAGE_NT_HEADERS64* nt) {
 }  // namespace
 
 const IMAGE_NT_HEADERS64* ImageHeaders(HMODULE module) {
-  auto* base = reinterpret_cast<const char*>(module);
-  auto* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
-  if (dos->e_magic != IMAGE_DOS_SIGNATURE || dos->e_lfanew <= 0 || dos->e_lfanew > 4096) {
-    return nullptr;
-  }
-  auto* nt = reinterpret_cast<const IMAGE_NT_HEADERS64*>(base + dos->e_lfanew);
-  if (nt->Signature != IMAGE_NT_SIGNATURE ||
-      nt->OptionalHeader.Magic != IMAGE_NT_OPTIONAL_HDR64_MAGIC) {
-    return nullptr;
-  }
-  return nt;
+  return NtHeaders(reinterpret_cast<const char*>(module), 4096);  // the headers' page
 }
 
 bool DescribeModule(HMODULE handle, const wchar_t* path, LoadedModule* out) {
