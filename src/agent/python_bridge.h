@@ -19,12 +19,24 @@
 extern "C" {
 #endif
 
-#define MEMLENS_PYTHON_BRIDGE_VERSION 5
+#define MEMLENS_PYTHON_BRIDGE_VERSION 6
 
 /* Fills frames[0..max) with the calling thread's Python frames, innermost first, as
  * PythonFrameIp values (src/format/records.h); a frame that began a new run of the eval loop
- * (an "entry" frame) also has kPythonEntryBit set. Returns the count. Must not allocate. */
-typedef int (*MemlensPythonFrameReader)(uint64_t* frames, int max);
+ * (an "entry" frame) also has kPythonEntryBit set. Returns the count. Must not allocate.
+ * cache: where the reader keeps its cache of frames, one per ring of the agent, handed on with
+ * the ring to the next thread once its thread has exited: an exited thread leaves no memory of
+ * the hooks behind (a program that starts a thread per request would otherwise grow by a cache
+ * a request). thread: the ring's thread now, a number never given to another thread of the
+ * process; the reader empties a cache filled for another thread before using it, since a
+ * position may have come to mean other code meanwhile (3.14's free-threaded build frees an
+ * exited thread's copies of bytecode). */
+struct MemlensFrameCache {
+  void* memory;    /* the reader's: null until it maps one (map_memory), never unmapped */
+  uint32_t thread; /* the thread it was filled for */
+};
+typedef int (*MemlensPythonFrameReader)(uint64_t* frames, int max,
+                                        struct MemlensFrameCache* cache, uint32_t thread);
 
 #define MEMLENS_PYTHON_ENTRY_BIT (UINT64_C(1) << 62)
 
@@ -68,12 +80,10 @@ struct MemlensAgentBridge {
   ptrdiff_t in_hook_offset;
   /* The agent's set of sampled blocks (a memlens::agent::SampledPointers), for its filter. */
   const void* sampled_blocks;
-  /* A pointer-sized thread-local of the agent for the hooks library's per-thread state (its
-   * frame cache), as an offset like the two above. The hooks library has no thread-local of
-   * its own: in a dlopen'ed library each thread's copy is made by the first access, with malloc,
-   * from inside an allocation hook where that malloc is not recorded, and glibc frees it when
-   * the thread exits, outside any hook: one unmatched free per thread. */
-  ptrdiff_t frame_cache_offset;
+  /* Zero-filled memory for the hooks library's own tables, never given back, listed as
+   * memlens's own where memlens rss looks (agent/own_mappings.h); nullptr when the kernel
+   * refuses. Not malloc: the hooks' tables are used from inside allocation hooks. */
+  void* (*map_memory)(size_t bytes);
   /* A bool thread-local of the agent (an offset like the ones above) that the hooks set while
    * mimalloc, a free-threaded build's allocator, serves a call under one of their wrappers: the
    * anonymous mappings it makes or removes meanwhile (its arenas) are recorded as mimalloc's

@@ -37,8 +37,6 @@ std::atomic<int> g_python_depth{1 << 30};  // MEMLENS_PYTHON_FRAMES, or a span's
 MemlensPythonAttach g_attach = nullptr;
 void (*g_detach)(void) = nullptr;
 bool g_attach_tried = false;
-// The hooks library's per-thread frame cache (python_bridge.h: frame_cache_offset).
-constinit thread_local void* t_python_frame_cache = nullptr;
 
 int BridgeEnter(const void* caller) {
   if (!ShouldRecord(caller)) return 0;
@@ -118,7 +116,7 @@ MemlensAgentBridge MakeBridge() {
   bridge.sampling = g_sample_rate != 0;  // set by InitializeOnce, before AttachPython
   bridge.countdown_offset = ThreadPointerOffset(&t_bytes_to_sample);
   bridge.in_hook_offset = ThreadPointerOffset(&t_in_hook);
-  bridge.frame_cache_offset = ThreadPointerOffset(&t_python_frame_cache);
+  bridge.map_memory = [](size_t bytes) { return MapZeroed(bytes); };
   bridge.sampled_blocks = &g_sampled;
   bridge.mimalloc_offset = ThreadPointerOffset(&t_in_mimalloc);
   bridge.program_end = BridgeProgramEnd;
@@ -209,10 +207,10 @@ const PythonCodeInfo* FindPythonCode(uint64_t id) {
   return g_codes[id].load(std::memory_order_acquire);
 }
 
-int ReadPythonFrames(uint64_t* frames, int max) {
+int ReadPythonFrames(uint64_t* frames, int max, MemlensFrameCache* cache, uint32_t thread) {
   MemlensPythonFrameReader reader = g_reader.load(std::memory_order_acquire);
   const int depth = g_python_depth.load(std::memory_order_relaxed);
-  return reader ? reader(frames, max < depth ? max : depth) : 0;
+  return reader ? reader(frames, max < depth ? max : depth, cache, thread) : 0;
 }
 
 }  // namespace memlens::agent

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "agent/python_bridge.h"
+
 namespace memlens::agent {
 
 // Every Python code id is below this (the writer bounds the ids it reads from another
@@ -47,8 +49,10 @@ const PythonCodeInfo* FindPythonCode(uint64_t id);
 // Python frames into native stacks at the frames in it (writer/python_merger.h).
 extern uintptr_t g_eval_begin, g_eval_end;
 // Reads the calling thread's Python frames (innermost first) when a hooks library is attached,
-// at most max, and at most SetPythonFrames's (default and ceiling kMaxPythonFrames): the innermost frames are kept, the outer ones cut.
-int ReadPythonFrames(uint64_t* frames, int max);
+// at most max, and at most SetPythonFrames's (default and ceiling kMaxPythonFrames): the
+// innermost frames are kept, the outer ones cut. cache, thread: the thread's ring's cache of
+// frames for the hooks (ThreadBuffer::python_frame_cache) and its thread_index.
+int ReadPythonFrames(uint64_t* frames, int max, MemlensFrameCache* cache, uint32_t thread);
 // Set by the hooks library while mimalloc runs under its wrappers (python_bridge.h:
 // mimalloc_offset); the mmap and munmap interposers then record what mimalloc maps.
 extern thread_local constinit bool t_in_mimalloc;

@@ -60,7 +60,7 @@ class ExchangeIo : public agent::WriterIo {
  public:
   ExchangeIo(HostedWriter::State* s, uint32_t image)
       : s_(s), h_(s->header), image_(image), attached_(h_->attached.load()) {
-    announced_ = std::make_unique<bool[]>(agent::kExchangeSlots);
+    announced_ = std::make_unique<uint32_t[]>(agent::kExchangeSlots);
     stacks_.assign(agent::kExchangeSlots, nullptr);
     statm_ = open(("/proc/" + std::to_string(s->pid) + "/statm").c_str(), O_RDONLY | O_CLOEXEC);
   }
@@ -181,7 +181,7 @@ class ExchangeIo : public agent::WriterIo {
   // published once it runs, after its exec).
   agent::ProcDirFiles proc_{"/proc/" + std::to_string(s_->pid)};
   uint64_t dropped_taken_ = 0;
-  std::unique_ptr<bool[]> announced_;  // by slot: the writer's own, never the program's
+  std::unique_ptr<uint32_t[]> announced_;  // by slot: the writer's own, never the program's
   std::vector<void*> stacks_;
 };
 

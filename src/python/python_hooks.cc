@@ -14,7 +14,6 @@
 #include <elf.h>
 #include <link.h>
 #include <sched.h>
-#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdio>
@@ -52,7 +51,7 @@ struct CodeSlot {
   std::atomic<PyCodeObject*> code;
   std::atomic<uint64_t> id;
 };
-CodeSlot* g_code_slots = nullptr;  // mmap'd once
+CodeSlot* g_code_slots = nullptr;  // mapped once (map_memory)
 std::atomic<size_t> g_code_count{0};
 
 size_t SlotOf(PyCodeObject* code) {
@@ -167,23 +166,23 @@ constexpr size_t kFrameCacheSets = size_t{1} << kFrameCacheSetBits;
 struct FrameCacheSet {
   FrameCacheEntry way[2];
 };
-ptrdiff_t g_frame_cache_offset = 0;  // the agent's thread-local that holds a thread's cache
-
 template <typename T>
 inline T* AgentThreadLocal(ptrdiff_t offset) {
   return reinterpret_cast<T*>(static_cast<char*>(__builtin_thread_pointer()) + offset);
 }
 
-// The calling thread's cache, mapped on first use (we are inside an allocation hook), or
-// nullptr when that failed. Kept in the agent's static thread-local storage (python_bridge.h
-// says why not in one of ours).
-FrameCacheSet* ThreadFrameCache() {
-  FrameCacheSet** slot = AgentThreadLocal<FrameCacheSet*>(g_frame_cache_offset);
-  if (*slot) return *slot;
-  void* mem = mmap(nullptr, kFrameCacheSets * sizeof(FrameCacheSet), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return nullptr;
-  return *slot = static_cast<FrameCacheSet*>(mem);
+// The calling thread's cache, kept by the agent with the thread's ring (python_bridge.h:
+// MemlensPythonFrameReader): mapped on first use (we are inside an allocation hook), emptied
+// when the ring's last thread filled it; nullptr when it could not be mapped.
+FrameCacheSet* ThreadFrameCache(MemlensFrameCache* cache, uint32_t thread) {
+  constexpr size_t kBytes = kFrameCacheSets * sizeof(FrameCacheSet);
+  if (!cache->memory) {
+    cache->memory = g_bridge->map_memory(kBytes);
+  } else if (cache->thread != thread) {
+    memset(cache->memory, 0, kBytes);
+  }
+  cache->thread = thread;
+  return static_cast<FrameCacheSet*>(cache->memory);
 }
 
 uint64_t FrameWord(InterpreterFrame* f, uint64_t id) {
@@ -221,8 +220,8 @@ uint64_t FrameOf(FrameCacheSet* cache, InterpreterFrame* f) {
 }
 
 // Reads the calling thread's Python frames, innermost first, into out.
-int ReadFrames(uint64_t* out, int max) {
-  FrameCacheSet* cache = ThreadFrameCache();
+int ReadFrames(uint64_t* out, int max, MemlensFrameCache* frame_cache, uint32_t thread) {
+  FrameCacheSet* cache = ThreadFrameCache(frame_cache, thread);
   int n = 0;
   for (InterpreterFrame* f = InnermostFrame(); f && n < max; f = OuterFrame(f)) {
     if (!IsCodeFrame(f)) continue;
@@ -667,14 +666,12 @@ extern "C" __attribute__((visibility("default"))) int memlens_python_attach(
     bridge->say(line);
     return 1;
   }
-  void* slots = mmap(nullptr, kCodeSlots * sizeof(CodeSlot), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (slots == MAP_FAILED) return 1;
+  void* slots = bridge->map_memory(kCodeSlots * sizeof(CodeSlot));
+  if (!slots) return 1;
   g_code_slots = static_cast<CodeSlot*>(slots);
   g_bridge = bridge;
   g_countdown_offset = bridge->countdown_offset;
   g_in_hook_offset = bridge->in_hook_offset;
-  g_frame_cache_offset = bridge->frame_cache_offset;
   g_sampled = static_cast<const memlens::agent::SampledPointers*>(bridge->sampled_blocks);
   g_sampling = bridge->sampling != 0 && g_sampled;
 

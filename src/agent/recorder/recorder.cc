@@ -46,7 +46,18 @@ ThreadBuffer* ThisThreadBuffer() {
     t_buffer = nullptr;
     return nullptr;
   }
-  if (!t_buffer) t_buffer = AcquireThreadBuffer();
+  if (!t_buffer) {
+    bool made = false;
+    t_buffer = AcquireThreadBuffer(&made);
+    // None was free: the writer frees exited threads' rings now, so that a program starting
+    // threads one after another reuses a few rings instead of mapping one per thread. A
+    // forked child's writer, not started yet (DeferWriterStart), is not started for this: it
+    // has freed no ring, and finds the request when it starts.
+    if (made) {
+      g_control->ring_wanted.store(1, std::memory_order_release);
+      WakeRunningWriter();
+    }
+  }
   return t_buffer;
 }
 
@@ -163,7 +174,8 @@ void RecordWithStack(format::EventKind kind, const void* address, size_t size,
   }
   // Python frames before the ring holds an open reservation: reading them may allocate (a new
   // code object's name), and a pymalloc arena taken then is recorded at once.
-  int python = ReadPythonFrames(buffer->python_frames, kMaxPythonFrames);
+  int python = ReadPythonFrames(buffer->python_frames, kMaxPythonFrames,
+                                &buffer->python_frame_cache, buffer->thread_index);
   CapturedStack stack;
   if (!g_python_stacks) {
     CaptureStack(buffer->unwind, &stack);
@@ -273,6 +285,10 @@ bool CancelDeferredWriter() { return g_deferred_writer_start.exchange(nullptr) !
 
 void WakeWriter() {
   if (g_deferred_writer_start.load(std::memory_order_relaxed)) [[unlikely]] StartDeferredWriter();
+  WakeRunningWriter();
+}
+
+void WakeRunningWriter() {
   g_control->wake.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, &g_control->wake, g_control_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, 1,
           nullptr, nullptr, 0);

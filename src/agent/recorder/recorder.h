@@ -91,6 +91,8 @@ extern std::atomic<bool> g_writer_running;
 // futex wake on g_control->wake (writer.h); its rounds: g_control->rounds. A writer whose start
 // was deferred (DeferWriterStart) is started first.
 void WakeWriter();
+// The same for a writer that runs: a deferred one is not started by it.
+void WakeRunningWriter();
 // A forked child's writer starts only when needed (agent.cc, RecordForkedChild): `start` runs
 // once, at the first of StartDeferredWriter (WakeWriter calls it) and CancelDeferredWriter.
 void DeferWriterStart(void (*start)());

@@ -2,8 +2,10 @@
 #include "agent/recorder/thread_buffer.h"
 
 #include <sys/syscall.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <new>
 
 #include "agent/recorder/unwinder.h"
@@ -15,6 +17,47 @@ namespace {
 
 std::atomic<ThreadBuffer*> g_registry{nullptr};
 std::atomic<uint32_t> g_next_thread_index{1};
+// The buffer last taken by a thread: where a program that starts a thread after the last one
+// ended (a thread per request) finds its exited predecessor's buffer first.
+std::atomic<ThreadBuffer*> g_last_taken{nullptr};
+// Threads whose buffers a new thread looks at, at most, for one it may take over: a system call
+// each, which a new thread pays once, when no buffer is free.
+constexpr int kTakeOverTries = 8;
+
+bool ThreadGone(uint64_t tid) {
+  return syscall(SYS_tgkill, getpid(), static_cast<pid_t>(tid), 0) != 0 && errno == ESRCH;
+}
+
+// The buffer of a thread that has exited, drained: the writer has read everything it recorded,
+// and it can record nothing more. The claim keeps the writer from retiring it meanwhile.
+bool TakeOver(ThreadBuffer* b) {
+  if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive || !b->Drained() ||
+      !ThreadGone(b->tid)) {
+    return false;
+  }
+  int expected = ThreadBuffer::kActive;
+  if (!b->state.compare_exchange_strong(expected, ThreadBuffer::kClaimed)) return false;
+  if (!b->Drained()) {  // cannot happen once the thread is gone; kept for its cheapness
+    b->state.store(ThreadBuffer::kActive, std::memory_order_release);
+    return false;
+  }
+  return true;
+}
+
+ThreadBuffer* TakeOverExitedThread() {
+  ThreadBuffer* last = g_last_taken.load(std::memory_order_relaxed);
+  if (last && TakeOver(last)) return last;
+  int tries = 0;
+  for (ThreadBuffer* b = FirstThreadBuffer(); b && tries < kTakeOverTries; b = b->next) {
+    if (b == last || b->state.load(std::memory_order_relaxed) != ThreadBuffer::kActive ||
+        !b->Drained()) {
+      continue;
+    }
+    ++tries;
+    if (TakeOver(b)) return b;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -34,6 +77,7 @@ ThreadBuffer* FirstThreadBuffer() { return g_registry.load(std::memory_order_acq
 
 void ForgetThreadBuffersAfterFork(const ThreadBuffer* current) {
   constexpr size_t kPrivateBytes = kSlotHeaderBytes + ThreadBuffer::kMaxCapacity;
+  g_last_taken.store(nullptr, std::memory_order_relaxed);  // perhaps unmapped below
   ThreadBuffer* b = g_registry.exchange(nullptr, std::memory_order_acq_rel);
   while (b) {
     ThreadBuffer* next = b->next;
@@ -42,15 +86,18 @@ void ForgetThreadBuffersAfterFork(const ThreadBuffer* current) {
   }
 }
 
-ThreadBuffer* AcquireThreadBuffer() {
+ThreadBuffer* AcquireThreadBuffer(bool* made) {
   ThreadBuffer* buffer = nullptr;
+  // Claimed until its fields are the new thread's: the writer neither retires it (by the last
+  // thread's tid) nor drains it meanwhile.
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
     int expected = ThreadBuffer::kFree;
-    if (b->state.compare_exchange_strong(expected, ThreadBuffer::kActive)) {
+    if (b->state.compare_exchange_strong(expected, ThreadBuffer::kClaimed)) {
       buffer = b;
       break;
     }
   }
+  if (!buffer) buffer = TakeOverExitedThread();
   if (!buffer) {
     // One mapping holds the header page, the Python frames' page and the ring. The raw syscall
     // keeps this out of our own mmap hook and away from any allocator.
@@ -71,7 +118,8 @@ ThreadBuffer* AcquireThreadBuffer() {
     buffer->data = static_cast<uint8_t*>(mem) + header;
     buffer->unwind = unwind;
     buffer->python_frames = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(mem) + 4096);
-    buffer->state.store(ThreadBuffer::kActive, std::memory_order_relaxed);
+    buffer->state.store(ThreadBuffer::kClaimed, std::memory_order_relaxed);
+    *made = true;
     ThreadBuffer* head = g_registry.load(std::memory_order_relaxed);
     do {
       buffer->next = head;
@@ -82,8 +130,9 @@ ThreadBuffer* AcquireThreadBuffer() {
   buffer->tid = static_cast<uint64_t>(syscall(SYS_gettid));
   buffer->wake_requested = false;
   buffer->gave_up_at_round = ~uint64_t{0};
-  ResetUnwindState(buffer->unwind);  // the writer forgets its copy when it frees the buffer
-  // announced is the writer's: it resets it when it recycles the buffer (see writer.cc).
+  ResetUnwindState(buffer->unwind);  // the writer forgets its copy at the new thread_index
+  g_last_taken.store(buffer, std::memory_order_relaxed);
+  buffer->state.store(ThreadBuffer::kActive, std::memory_order_release);
   return buffer;
 }
 

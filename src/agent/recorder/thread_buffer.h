@@ -8,7 +8,9 @@
 // Thread safety: single producer, single consumer; they meet only through head_ and tail_,
 // published with release/acquire ordering. Buffers are mmap'd once and never unmapped: when
 // the writer sees that a buffer's thread has exited, it retires the buffer (kRetired), drains
-// it, and marks it kFree for the next new thread.
+// it, and marks it kFree for the next new thread. A new thread that finds none free may take
+// over the buffer of a thread that has exited, once the writer has drained it (kClaimed while
+// it does): the writer tells the threads apart by thread_index, which every record is read with.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "agent/python_bridge.h"
 #include "agent/recorder/raw_event.h"
 
 namespace memlens::agent {
@@ -24,7 +27,7 @@ struct UnwindState;
 
 class ThreadBuffer {
  public:
-  enum State : int { kFree = 0, kActive = 1, kRetired = 2 };
+  enum State : int { kFree = 0, kActive = 1, kRetired = 2, kClaimed = 3 };
   // Powers of two. The ring's job is to hold what the thread records while the writer is busy
   // elsewhere. Every page of the ring a thread has wrapped over stays resident in the program,
   // and counts against issue 32's bar for its memory (+4 MiB): so a ring starts at
@@ -47,6 +50,11 @@ class ThreadBuffer {
     return tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_relaxed);
   }
   size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
+  // Whether the writer has read every committed record (a new thread may then take over the
+  // buffer of one that has exited).
+  bool Drained() const {
+    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+  }
   // Where the committed records end (the writer's limit for a later DrainChecked).
   uint64_t committed_end() const { return tail_.load(std::memory_order_acquire); }
   // Producer side, off the per-event path (the thread found the ring full): doubles the
@@ -69,7 +77,7 @@ class ThreadBuffer {
   std::atomic<int> state{kFree};
   uint32_t thread_index = 0;  // set when a thread takes the buffer; stable until retired
   uint64_t tid = 0;
-  bool announced = false;     // writer side: the kThread record for thread_index is written
+  uint32_t announced = 0;  // writer side: the thread_index whose kThread record is written
   bool wake_requested = false;  // producer side: asked the writer to drain early
   uint64_t gave_up_at_round = ~uint64_t{0};  // producer side: dropping until the writer moves
   size_t max_capacity = kMaxCapacity;  // producer side: kMaxHostedCapacity in an exchange slot
@@ -83,6 +91,9 @@ class ThreadBuffer {
   // be dlopen'ed (docs/agent.md, "Loaded without memlens run"), and rather than on the
   // program's stack, which may be a coroutine's few kilobytes.
   uint64_t* python_frames = nullptr;
+  // Producer side: the Python hooks' frame cache (python_bridge.h), mapped by them on first
+  // use and kept with the buffer for its next threads.
+  MemlensFrameCache python_frame_cache = {};
 
   uint8_t* data = nullptr;
 
@@ -201,9 +212,9 @@ size_t ThreadBuffer::DrainChecked(const uint8_t* ring, uint64_t limit, uint8_t* 
   return count;
 }
 
-// Takes a free buffer (or maps a new one) for the calling thread. Returns nullptr when no
-// memory can be mapped. Not on the per-allocation path: once per thread.
-ThreadBuffer* AcquireThreadBuffer();
+// Takes a free buffer (or maps a new one, and then sets *made) for the calling thread. Returns
+// nullptr when no memory can be mapped. Not on the per-allocation path: once per thread.
+ThreadBuffer* AcquireThreadBuffer(bool* made);
 // The registry of every buffer ever mapped, for the writer to walk (lock-free push only).
 ThreadBuffer* FirstThreadBuffer();
 // In a child just forked, before it records on its own (agent.cc): the registry's buffers hold

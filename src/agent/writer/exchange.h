@@ -29,6 +29,9 @@ struct WriterControl {
   std::atomic<uint32_t> wake{0};  // futex: producers bump it and wake the writer
   std::atomic<uint32_t> stop_requested{0};
   std::atomic<uint32_t> modules_changed{0};
+  // A new thread found no free ring and made one: the writer looks for exited threads' rings
+  // to free at once, not at its usual pace (Writer::RetireExitedThreads).
+  std::atomic<uint32_t> ring_wanted{0};
   std::atomic<uint32_t> paused{0};
   std::atomic<uint64_t> rounds{0};  // the writer's progress (drain rounds)
   std::atomic<uint64_t> drain_requested{0};  // DrainNow tickets...
@@ -48,11 +51,13 @@ struct OwnMappingSlot {
   std::atomic<uint64_t> start{0};
   std::atomic<uint64_t> bytes{0};
 };
-// Each thread of an in-process recording takes about three (its ring, its unwinder's state and
-// arrays); under memlens run, whose rings are in the exchange, one or two.
-inline constexpr size_t kOwnMappingSlots = 384;
+// Each ring takes up to four (the ring, its unwinder's state and arrays, the Python hooks'
+// frame cache), three under memlens run, whose rings are in the exchange: room for its 512
+// rings and the tables. (A full list leaves a mapping out: memlens rss counts it unexplained,
+// as it did for 250 rings at 384 slots.)
+inline constexpr size_t kOwnMappingSlots = 1600;
 
-inline constexpr uint64_t kExchangeMagic = 0x32787868736d6c6dull;  // "mlmshxx2"
+inline constexpr uint64_t kExchangeMagic = 0x33787868736d6c6dull;  // "mlmshxx3"
 inline constexpr size_t kExchangePage = 4096;
 inline constexpr size_t kExchangeLogBytes = size_t{16} << 20;
 inline constexpr uint32_t kExchangeSlots = 512;  // threads recorded at once (more: dropped)
@@ -60,7 +65,7 @@ inline constexpr uint32_t kExchangeSlots = 512;  // threads recorded at once (mo
 inline constexpr size_t kSlotFramesBytes = kMaxPythonFrames * sizeof(uint64_t);
 inline constexpr size_t kSlotHeaderBytes = kExchangePage + kSlotFramesBytes;
 inline constexpr size_t kSlotBytes = kSlotHeaderBytes + ThreadBuffer::kMaxHostedCapacity;
-inline constexpr size_t kExchangeHeaderBytes = 2 * kExchangePage;  // with its own-mapping list
+inline constexpr size_t kExchangeHeaderBytes = 8 * kExchangePage;  // with its own-mapping list
 inline constexpr size_t kExchangeLogOffset = kExchangeHeaderBytes;
 inline constexpr size_t kExchangeSlotsOffset = kExchangeLogOffset + kExchangeLogBytes;
 inline constexpr size_t kExchangeBytes = kExchangeSlotsOffset + kExchangeSlots * kSlotBytes;

@@ -325,7 +325,7 @@ bool StartWriter(int fd_slot, const std::string& path, const format::ProcessReco
   // again, and the stacks the last writer knew are forgotten, as their producers forget theirs
   // (g_span_epoch, recorder.h).
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
-    b->announced = false;
+    b->announced = 0;
     Writer::ForgetThreadStacks(b->writer_stacks);
   }
   g_writer = new InProcessWriter(fd_slot, path, self, process, write_file_header);

@@ -24,6 +24,7 @@ constexpr long kQuietRoundNs = 10000000;  // otherwise, and always in sampling m
 constexpr size_t kChunkEvents = 1 << 16;  // events per chunk: see docs/agent.md, "Limits and costs"
 constexpr uint64_t kTruncatedMarkerIp = 1;               // outermost frame of a cut-off stack
 constexpr uint64_t kLivenessCheckNs = 50 * 1000000ull;  // how often exited threads are sought
+constexpr uint64_t kRingWantedCheckNs = 1000000;        // ... when a new thread found no ring
 constexpr uint64_t kResidentSampleNs = 10 * 1000000ull;  // how often RSS is sampled
 // The mappings (kMappings, for memlens rss) are read at most every 100 ms, the timeline's
 // period, and the next reading starts no sooner than 100 times the last one's duration after
@@ -136,7 +137,11 @@ void Writer::Run() {
     // full tracing. Sampling's trickle of events waits the long round: each wake-up costs the
     // program more than the events it drains (churn on 4 threads: 0.05 of its run time).
     // A hosted writer's word is in memory shared with the program: not a private futex.
-    timespec timeout{0, drained && !io_->sampling() ? kBusyRoundNs : kQuietRoundNs};
+    // A new thread waiting for exited threads' rings to be freed (ring_wanted): no later
+    // than the next check they may have.
+    const bool ring_wanted = control_->ring_wanted.load(std::memory_order_relaxed);
+    timespec timeout{0, (drained && !io_->sampling()) || ring_wanted ? kBusyRoundNs
+                                                                    : kQuietRoundNs};
     syscall(SYS_futex, &control_->wake, io_->checked() ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE,
             wake_seen, &timeout, nullptr, 0);
   }
@@ -188,16 +193,24 @@ bool Writer::PauseForExec() {
 }
 
 // A thread that has exited can write nothing more: its buffer, once drained, is free for the
-// next new thread. (A reused thread id only delays this.)
+// next new thread. (A reused thread id only delays this.) Sought every 50 ms, and within a
+// millisecond when a new thread had to make a ring (ring_wanted): a program that starts short
+// threads one after another (a thread per request) then needs a few rings, not one per thread
+// started in the 50 ms (each holds up to 2 MiB and its unwinder's state, all of it the
+// program's memory). The cost is one tgkill per live thread's ring, at most once a millisecond.
 void Writer::RetireExitedThreads() {
   uint64_t now = MonotonicNs();
-  if (now - last_liveness_check_ns_ < kLivenessCheckNs) return;
+  const bool wanted = control_->ring_wanted.load(std::memory_order_acquire);
+  if (now - last_liveness_check_ns_ < (wanted ? kRingWantedCheckNs : kLivenessCheckNs)) return;
   last_liveness_check_ns_ = now;
+  if (wanted) control_->ring_wanted.store(0, std::memory_order_relaxed);
   for (const RingView& ring : rings_) {
     ThreadBuffer* b = ring.buffer;
     if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive) continue;
     if (!io_->ThreadAlive(b->tid)) {
-      b->state.store(ThreadBuffer::kRetired, std::memory_order_release);
+      // Not over a new thread's claim (AcquireThreadBuffer takes over exited threads' too).
+      int active = ThreadBuffer::kActive;
+      b->state.compare_exchange_strong(active, ThreadBuffer::kRetired, std::memory_order_acq_rel);
     }
   }
 }
@@ -211,10 +224,10 @@ size_t Writer::DrainAll() {
   RetireExitedThreads();
   for (const RingView& ring : rings_) {
     int state = ring.buffer->state.load(std::memory_order_acquire);
-    if (state == ThreadBuffer::kFree) continue;
+    if (state == ThreadBuffer::kFree || state == ThreadBuffer::kClaimed) continue;
     DrainRing(ring);
     if (state == ThreadBuffer::kRetired) {
-      *ring.announced = false;
+      *ring.announced = 0;
       ForgetThreadStacks(*ring.stacks);
       ring.buffer->state.store(ThreadBuffer::kFree, std::memory_order_release);
     }
@@ -240,6 +253,14 @@ void Writer::DrainRing(const RingView& ring) {
 
 void Writer::EncodeEvent(const RingView& ring, const RawEvent& raw) {
   auto* stacks = static_cast<ThreadStacks*>(*ring.stacks);
+  // A thread of its own from this record on: one that took over the ring of a thread that had
+  // exited (AcquireThreadBuffer) starts with a whole stack, relative to nothing of the last one.
+  const uint32_t thread_index = ring.buffer->thread_index;
+  if (*ring.announced != thread_index) {
+    if (*ring.announced != 0) stacks->Clear();
+    meta_encoder_.Thread({thread_index, ring.buffer->tid});
+    *ring.announced = thread_index;
+  }
   if (raw.kind == kStackPieceKind) {
     if (raw.flags & kFirstPiece) stacks->pieces.clear();
     // No stack is deeper (unwinder.h): more pieces are a scribbled ring's, not to be kept.
@@ -247,11 +268,6 @@ void Writer::EncodeEvent(const RingView& ring, const RawEvent& raw) {
     const auto* frames = reinterpret_cast<const uint64_t*>(&raw + 1);
     stacks->pieces.insert(stacks->pieces.end(), frames, frames + raw.frame_count);
     return;
-  }
-  const uint32_t thread_index = ring.buffer->thread_index;
-  if (!*ring.announced) {
-    meta_encoder_.Thread({thread_index, ring.buffer->tid});
-    *ring.announced = true;
   }
   if (!in_batch_ || batch_thread_ != thread_index) {
     if (in_batch_) event_encoder_.EndEvents();

@@ -32,7 +32,7 @@ struct RingView {
   ThreadBuffer* buffer;  // its header: state, thread_index, tid, the positions
   uint8_t* data;         // its bytes, in this process's mapping
   uint64_t limit;        // drain records committed up to here (checked rings), else ~0
-  bool* announced;       // writer side: the kThread record of this thread is written
+  uint32_t* announced;   // writer side: the thread_index whose kThread record is written
   void** stacks;         // writer side: its ThreadStacks (writer_core.cc), or null
 };
 

@@ -27,7 +27,7 @@ class FakeIo : public WriterIo {
  public:
   ThreadBuffer buffer;
   std::unique_ptr<uint8_t[]> bytes{new uint8_t[ThreadBuffer::kInitialCapacity]()};
-  bool announced = false;
+  uint32_t announced = 0;
   void* stacks = nullptr;
   std::string capture;
   std::vector<uint64_t> strings_described, codes_described;
