@@ -65,13 +65,6 @@ const char* PieceLabel(Owner o) {
   return IsMalloc(o) ? "malloc" : "python_allocator";
 }
 
-void WriteParts(JsonWriter* json, const ResidentSample& s) {
-  json->Key("parts");
-  json->BeginObject();
-  for (size_t i = 0; i < kResidentParts; ++i) json->Field(PartInfo(PartAt(i)).id, s.resident[i]);
-  json->EndObject();
-}
-
 void WriteSites(JsonWriter* json, const char* key, const std::vector<RssSite>& sites) {
   json->Key(key);
   json->BeginArray();
@@ -149,18 +142,7 @@ void WriteJson(const Profile& p, const StackResolver& resolver, const RssView& v
   WriteSites(&json, "heap_in_use", v.heap_sites);
   WriteSites(&json, "program_mappings", v.mapping_sites);
   json.EndObject();
-  json.Key("over_time");
-  json.BeginArray();
-  for (const ResidentSample& s : p.resident_samples) {
-    json.BeginObject();
-    json.Field("seconds", s.seconds);
-    json.Field("read_ms", static_cast<double>(s.read_ns) / 1e6);
-    json.Field("resident_bytes", s.resident_bytes);
-    json.Field("virtual_bytes", s.virtual_bytes);
-    WriteParts(&json, s);
-    json.EndObject();
-  }
-  json.EndArray();
+  WriteResidentSamples(&json, "over_time", p.resident_samples);
   json.EndObject();
 }
 

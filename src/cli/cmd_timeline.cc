@@ -1,10 +1,12 @@
 // src/cli/cmd_timeline.cc
 //
-// `memlens timeline FILE [--width N] [--height N]`: heap in use over time, with the resident
-// memory the agent sampled beside it (the gap is what the allocator keeps from the system),
-// and the peak, and the program's markers and snapshot requests; drawn in the terminal, or
-// every point with --json.
+// `memlens timeline FILE [--width N] [--height N] [--parts]`: heap in use over time, with the
+// resident memory the agent sampled beside it (the gap is what the allocator keeps from the
+// system), and the peak, and the program's markers and snapshot requests; with --parts,
+// resident memory split into its parts (docs/rss.md) at each mapping sample, stacked; drawn in
+// the terminal, or every point with --json.
 #include <algorithm>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 
@@ -23,6 +25,7 @@ struct TimelineOptions {
   AnalysisOptions common;
   int width = 72;
   int height = 12;
+  bool parts = false;
 };
 
 void Draw(const Profile& p, int width, int height) {
@@ -51,6 +54,39 @@ void Draw(const Profile& p, int width, int height) {
             << FormatSeconds(chart.duration) << "\n";
 }
 
+// Resident memory stacked by part, a glyph each (ResidentPartInfo::glyph), and the legend with
+// each part's bytes at the last sample.
+void DrawParts(const Profile& p, int width, int height) {
+  PartsChart chart = BuildPartsChart(p, width);
+  std::cout << "\nResident memory by part at the " << p.resident_samples.size()
+            << " mapping samples (memlens rss explains each part)\n";
+  for (int row = height; row >= 1; --row) {
+    // Each row shows the part at its middle.
+    uint64_t middle = chart.top * (2 * row - 1) / (2 * height);
+    std::string line;
+    for (int c = 0; c < width; ++c) {
+      std::optional<ResidentPart> part = PartAtLevel(chart.columns[c], middle);
+      line += part ? PartInfo(*part).glyph : ' ';
+    }
+    uint64_t level = chart.top * row / height;
+    std::string label = row == height || row == height / 2 || row == 1 ? FormatBytes(level) : "";
+    std::cout << std::string(11 - std::min<size_t>(11, label.size()), ' ') << label << " |" << line
+              << "\n";
+  }
+  std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n"
+            << std::string(13, ' ') << "0 s" << std::string(std::max(0, width - 3 - 9), ' ')
+            << FormatSeconds(chart.duration) << "\n";
+  const ResidentSample& last = p.resident_samples.back();
+  std::cout << "At the last sample (" << FormatSeconds(last.seconds) << "), "
+            << FormatBytes(last.resident_bytes) << " resident:\n";
+  for (size_t i = 0; i < kResidentParts; ++i) {
+    const ResidentPartInfo& info = PartInfo(PartAt(i));
+    if (PartAt(i) == ResidentPart::kReserved) continue;  // never resident
+    std::cout << "  " << info.glyph << "  " << std::setw(11) << FormatBytes(last.resident[i])
+              << "  " << info.title << "\n";
+  }
+}
+
 void ListMarkers(const Profile& p) {
   if (p.markers.empty()) return;
   std::cout << "\nMarkers (|) and snapshot requests (S):\n";
@@ -70,7 +106,15 @@ int Timeline(const TimelineOptions& o) {
     return Complain("timeline: --width must be 10..1000 and --height 2..200");
   }
   Profile p;
-  if (!LoadOrComplain(o.common, &p)) return kExitBadInput;
+  ReplayOptions replay;
+  replay.resident_parts = o.parts;  // a replay from the start, not the snapshot index
+  if (!LoadOrComplain(o.common.capture, o.common.filters, replay, &p)) return kExitBadInput;
+  if (o.parts && p.resident_samples.empty()) {
+    return Complain("timeline --parts: '" + o.common.capture + "' has no mapping samples " +
+                    "(captures before format 10.0 and Windows captures have none; " +
+                    "memlens samples the mappings when recording starts, then every 100 ms or " +
+                    "more)");
+  }
   StackResolver resolver(p);
   if (o.common.json) {
     JsonWriter json(std::cout);
@@ -102,11 +146,13 @@ int Timeline(const TimelineOptions& o) {
     }
     json.EndArray();
     WriteMarkersJson(&json, p);
+    if (o.parts) WriteResidentSamples(&json, "resident_parts", p.resident_samples);
     json.EndObject();
   } else {
     PrintEstimateNote(p);
     PrintProgramEndNote(p);
     Draw(p, o.width, o.height);
+    if (o.parts) DrawParts(p, o.width, o.height);
     ListMarkers(p);
   }
   PrintWarnings(p, resolver);
@@ -120,6 +166,10 @@ CommandRunner AddTimelineCommand(CLI::App* cmd) {
   AddAnalysisOptions(cmd, &o->common);
   cmd->add_option("--width", o->width, "columns of the chart")->capture_default_str();
   cmd->add_option("--height", o->height, "rows of the chart")->capture_default_str();
+  cmd->add_flag("--parts", o->parts,
+                "also resident memory split into its parts (heap in use, malloc's free memory, "
+                "Python's, stacks, code, mapped files...: memlens rss) at each mapping sample, "
+                "stacked; reads the whole capture");
   return [o] { return Timeline(*o); };
 }
 

@@ -346,6 +346,41 @@ def test_thread_stacks_to_the_page(tmp_path):
     assert part(view, "reserved")["virtual_bytes"] >= kernel["guard_bytes"]
 
 
+# --- the timeline, stacked by part -----------------------------------------------------------
+
+
+def test_timeline_stacks_the_parts_over_time(tmp_path):
+    """`memlens timeline --parts`: the parts at every mapping sample (the same figures as rss's
+    over_time), drawn stacked in the parts' order, a glyph each, with the legend."""
+    recorded, lines = run_program(tmp_path, PROGRAMS / "rss_stacks")
+    view = rss(recorded.capture, "end")
+    proc = memlens("timeline", f"{recorded.capture}@end", "--parts", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["resident_parts"] == view["over_time"]
+    proc = memlens("timeline", recorded.capture, "--parts", "--width", "40", "--height", "16")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout.split("Resident memory by part")[1]
+    rows = [line.split("|", 1)[1] for line in text.splitlines()[1:17]]
+    assert all(len(row) == 40 for row in rows), rows
+    glyphs = {"#": "heap_in_use", "o": "malloc_overhead", "f": "malloc_free", "p": "python_free",
+              "M": "program_mappings", "s": "stacks", "c": "code_and_data", "F": "mapped_files",
+              "S": "shared_memory", "m": "memlens", "k": "kernel", "?": "unexplained"}
+    for column in range(40):  # bottom to top: the parts in their order, each once
+        parts = [glyphs[row[column]] for row in reversed(rows) if row[column] != " "]
+        order = [PARTS.index(p) for p in parts]
+        assert order == sorted(order), (column, parts)
+    # While the 20 threads live, each having written 1 MiB of its stack, stacks are the larger
+    # share of the process: half of a column and more.
+    assert max(sum(row[c] == "s" for row in rows) for c in range(40)) >= 8, rows
+    titles = [p["title"] for p in view["parts"] if p["part"] != "reserved"]
+    for glyph, part_id in glyphs.items():
+        title = next(p["title"] for p in view["parts"] if p["part"] == part_id)
+        assert any(line.strip().startswith(glyph) and line.endswith(title)
+                   for line in text.splitlines()), (glyph, title)
+    assert len(titles) == len(glyphs)
+    assert_clean_failure(memlens("timeline", FORMAT9_CAPTURE, "--parts"), "no mapping samples")
+
+
 # --- the text output, and bad input ---------------------------------------------------------
 
 

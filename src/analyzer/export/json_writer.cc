@@ -320,6 +320,25 @@ void WritePartInfo(JsonWriter* json, ResidentPart part) {
   json->Field("explanation", info.explanation);
 }
 
+void WriteResidentSamples(JsonWriter* json, const char* key,
+                          const std::vector<ResidentSample>& samples) {
+  json->Key(key);
+  json->BeginArray();
+  for (const ResidentSample& s : samples) {
+    json->BeginObject();
+    json->Field("seconds", s.seconds);
+    json->Field("read_ms", static_cast<double>(s.read_ns) / 1e6);
+    json->Field("resident_bytes", s.resident_bytes);
+    json->Field("virtual_bytes", s.virtual_bytes);
+    json->Key("parts");
+    json->BeginObject();
+    for (size_t i = 0; i < kResidentParts; ++i) json->Field(PartInfo(PartAt(i)).id, s.resident[i]);
+    json->EndObject();
+    json->EndObject();
+  }
+  json->EndArray();
+}
+
 void WriteFrame(JsonWriter* json, const SourceFrame& f) {
   json->BeginObject();
   json->Field("function", f.function);

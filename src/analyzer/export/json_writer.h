@@ -79,6 +79,11 @@ void WriteFrame(JsonWriter* json, const SourceFrame& frame);
 // A part of resident memory's id, title and explanation (docs/rss.md), as `memlens rss --json`
 // and the report's data give each, inside the object the caller opened.
 void WritePartInfo(JsonWriter* json, ResidentPart part);
+// `key`: [{seconds, read_ms, resident_bytes, virtual_bytes, parts: {id: resident bytes}}...], the
+// parts at each of the writer's mapping samples (`memlens rss --json`'s over_time, `memlens
+// timeline --parts --json`'s resident_parts).
+void WriteResidentSamples(JsonWriter* json, const char* key,
+                          const std::vector<ResidentSample>& samples);
 // Appends `text` as a JSON string literal that is safe inside an HTML <script> element.
 void AppendScriptSafeJsonString(std::string* out, std::string_view text);
 // A row's figures; in a sampled capture (errors.sampled()) each sampled FIELD is followed by

@@ -43,6 +43,7 @@ enum class ResidentPart : uint8_t {
 };
 inline constexpr size_t kResidentParts = 13;
 struct ResidentPartInfo {
+  char glyph;               // how `memlens timeline --parts` draws the part
   const char* id;           // JSON and report
   const char* title;        // text
   const char* explanation;  // one line a user understands

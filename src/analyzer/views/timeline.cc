@@ -39,6 +39,40 @@ TimelineChart BuildTimelineChart(const Profile& p, int width) {
   return chart;
 }
 
+PartsChart BuildPartsChart(const Profile& p, int width) {
+  PartsChart chart;
+  chart.duration = std::max(p.DurationSeconds(), 1e-9);
+  chart.columns.assign(width, {});
+  std::vector<bool> sampled(width, false);
+  for (const ResidentSample& s : p.resident_samples) {
+    int c = std::min(width - 1, static_cast<int>(s.seconds / chart.duration * width));
+    chart.columns[c] = s.resident;  // samples come in time order: the column's last wins
+    sampled[c] = true;
+  }
+  for (int c = 1; c < width; ++c) {
+    if (!sampled[c] && sampled[c - 1]) {
+      chart.columns[c] = chart.columns[c - 1];
+      sampled[c] = true;
+    }
+  }
+  for (const auto& column : chart.columns) {
+    uint64_t total = 0;
+    for (uint64_t bytes : column) total += bytes;
+    chart.top = std::max(chart.top, total);
+  }
+  return chart;
+}
+
+std::optional<ResidentPart> PartAtLevel(const std::array<uint64_t, kResidentParts>& column,
+                                        uint64_t level) {
+  uint64_t below = 0;
+  for (size_t i = 0; i < kResidentParts; ++i) {
+    below += column[i];
+    if (column[i] && level < below) return PartAt(i);
+  }
+  return std::nullopt;
+}
+
 std::vector<MarkerName> MarkersByName(const Profile& p) {
   std::vector<MarkerName> names;
   for (const Marker& m : p.markers) {

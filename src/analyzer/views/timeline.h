@@ -2,13 +2,17 @@
 //
 // The timeline view (`memlens timeline`): heap in use and the resident memory the agent sampled
 // over time, binned into the columns of a chart, the peak's column, where the program's markers
-// and snapshot requests fall, and the markers by name. The JSON lists the profile's own series.
+// and snapshot requests fall, and the markers by name; with --parts, resident memory split
+// into its parts (resident_parts.h) at the writer's mapping samples, stacked. The JSON lists the
+// profile's own series.
 //
 // Runs on: the analyzer's main thread.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +33,21 @@ struct TimelineChart {
 };
 
 TimelineChart BuildTimelineChart(const Profile& profile, int width);
+
+// Resident memory by part over the capture (Profile::resident_samples, which a replay with
+// ReplayOptions::resident_parts fills): each column holds its last sample, or the column
+// before's; the columns before the first sample hold nothing.
+struct PartsChart {
+  double duration = 0;  // as TimelineChart's
+  std::vector<std::array<uint64_t, kResidentParts>> columns;
+  uint64_t top = 1;  // the largest column's total, at least 1
+};
+
+PartsChart BuildPartsChart(const Profile& profile, int width);
+// The part drawn at a height of `level` bytes in a column: the one whose share, stacked in
+// the parts' order from the bottom, holds it; nullopt above them all.
+std::optional<ResidentPart> PartAtLevel(const std::array<uint64_t, kResidentParts>& column,
+                                        uint64_t level);
 
 // The markers by name (with its category): each name's count and first and last moments, in
 // order of first appearance.
