@@ -19,7 +19,9 @@ round, and of its requests a second over the unprofiled run's.
 """
 import argparse
 import http.client
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -68,13 +70,21 @@ def one_run(column, args):
             connection.getresponse().read()
             connection.close()
         rate = args.requests / (time.perf_counter() - start)
-        # The server is the profiler's child under memlens run and heaptrack: signal it alone.
-        server = subprocess.run(["pgrep", "-f", str(port_file)], capture_output=True,
-                                text=True).stdout.split()
-        for pid in server:
-            if Path(f"/proc/{pid}/status").exists():
-                subprocess.run(["kill", "-TERM", pid])
+        # The server is the profiler's child under memlens run and heaptrack (whose script
+        # would end without waiting for it): signal the Python process alone, and wait for the
+        # figure it writes.
+        python = os.path.realpath(sys.executable)
+        for pid in subprocess.run(["pgrep", "-f", str(port_file)], capture_output=True,
+                                  text=True).stdout.split():
+            try:
+                if os.path.realpath(f"/proc/{pid}/exe") == python:
+                    os.kill(int(pid), signal.SIGTERM)
+            except OSError:
+                pass  # gone already
         proc.wait(timeout=300)
+        deadline = time.monotonic() + 60
+        while not peak_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         return int(peak_file.read_text()), rate
 
 

@@ -25,8 +25,9 @@ class Hello(http.server.BaseHTTPRequestHandler):
 def stop(*_):
     with open("/proc/self/status") as status:
         peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
-    with open(sys.argv[2], "w") as out:
+    with open(sys.argv[2] + ".tmp", "w") as out:
         out.write(peak + "\n")
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])  # whole when the bench sees it
     sys.exit(0)
 
 
