@@ -207,10 +207,17 @@ void Writer::RetireExitedThreads() {
   for (const RingView& ring : rings_) {
     ThreadBuffer* b = ring.buffer;
     if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive) continue;
+    const uint32_t index = b->thread_index;
     if (!io_->ThreadAlive(b->tid)) {
-      // Not over a new thread's claim (AcquireThreadBuffer takes over exited threads' too).
+      // A new thread may take over an exited thread's ring meanwhile (AcquireThreadBuffer): not
+      // over its claim (the compare-exchange), nor once it holds the ring (its thread_index, set
+      // before its release of kActive, which the exchange's success acquired).
       int active = ThreadBuffer::kActive;
-      b->state.compare_exchange_strong(active, ThreadBuffer::kRetired, std::memory_order_acq_rel);
+      if (b->state.compare_exchange_strong(active, ThreadBuffer::kRetired,
+                                           std::memory_order_acq_rel) &&
+          b->thread_index != index) {
+        b->state.store(ThreadBuffer::kActive, std::memory_order_release);
+      }
     }
   }
 }
