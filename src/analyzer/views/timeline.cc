@@ -23,6 +23,9 @@ TimelineChart BuildTimelineChart(const Profile& p, int width) {
   }
   for (int c = 1; c < width; ++c) {  // a column without a mark holds the value before it
     if (!chart.heap[c]) chart.heap[c] = chart.heap[c - 1];
+    // So does one without a sample: a column narrower than the 10 ms between samples is not
+    // a drop to nothing (the chart was striped on a short run).
+    if (!chart.resident[c]) chart.resident[c] = chart.resident[c - 1];
   }
   chart.top = std::max(*std::max_element(chart.heap.begin(), chart.heap.end()),
                        *std::max_element(chart.resident.begin(), chart.resident.end()));

@@ -23,7 +23,7 @@ namespace memlens::analyzer {
 struct TimelineChart {
   double duration = 0;             // seconds the columns span (never 0)
   std::vector<uint64_t> heap;      // by column: the most in use there (or the column before's)
-  std::vector<uint64_t> resident;  // by column: the largest sample there, 0 for none
+  std::vector<uint64_t> resident;  // by column: the largest sample there (or the column before's)
   uint64_t top = 1;                // the largest of both, at least 1
   int peak_column = 0;
   double peak_seconds = 0;
