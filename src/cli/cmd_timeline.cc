@@ -58,8 +58,11 @@ void Draw(const Profile& p, int width, int height) {
 // each part's bytes at the last sample.
 void DrawParts(const Profile& p, int width, int height) {
   PartsChart chart = BuildPartsChart(p, width);
-  std::cout << "\nResident memory by part at the " << p.resident_samples.size()
-            << " mapping samples (memlens rss explains each part)\n";
+  const size_t samples = p.resident_samples.size();
+  std::cout << "\nResident memory by part at " << (samples == 1 ? "the one" : "the " + std::to_string(samples))
+            << " mapping sample" << (samples == 1 ? "" : "s")
+            << (p.snapshot.kind == SnapshotSpec::kEnd ? "" : " up to " + p.SnapshotLabel())
+            << " (memlens rss explains each part)\n";
   for (int row = height; row >= 1; --row) {
     // Each row shows the part at its middle.
     uint64_t middle = chart.top * (2 * row - 1) / (2 * height);
@@ -104,6 +107,10 @@ void ListMarkers(const Profile& p) {
 int Timeline(const TimelineOptions& o) {
   if (o.width < 10 || o.width > 1000 || o.height < 2 || o.height > 200) {
     return Complain("timeline: --width must be 10..1000 and --height 2..200");
+  }
+  if (o.parts && !o.common.filters.heap.empty()) {
+    return Complain("timeline: --parts describes the whole process's resident memory, not a "
+                    "custom heap's: leave out --heap");
   }
   Profile p;
   ReplayOptions replay;

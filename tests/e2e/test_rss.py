@@ -378,7 +378,14 @@ def test_timeline_stacks_the_parts_over_time(tmp_path):
         assert any(line.strip().startswith(glyph) and line.endswith(title)
                    for line in text.splitlines()), (glyph, title)
     assert len(titles) == len(glyphs)
+    # At a moment, the samples up to it, and nothing drawn past it.
+    at_marker = rss(recorded.capture, "marker:stacks")
+    proc = memlens("timeline", f"{recorded.capture}@marker:stacks", "--parts", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["resident_parts"] == at_marker["over_time"]
     assert_clean_failure(memlens("timeline", FORMAT9_CAPTURE, "--parts"), "no mapping samples")
+    assert_clean_failure(memlens("timeline", recorded.capture, "--parts", "--heap", "pool"),
+                         "leave out --heap")
 
 
 # --- the text output, and bad input ---------------------------------------------------------

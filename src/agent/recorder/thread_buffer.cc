@@ -30,14 +30,17 @@ bool ThreadGone(uint64_t tid) {
 
 // The buffer of a thread that has exited, drained: the writer has read everything it recorded,
 // and it can record nothing more. The claim keeps the writer from retiring it meanwhile.
+// Another new thread may take it over first, between the check and the claim (the state is
+// kActive again once it holds it): the thread_index read before the check tells.
 bool TakeOver(ThreadBuffer* b) {
-  if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive || !b->Drained() ||
-      !ThreadGone(b->tid)) {
+  if (b->state.load(std::memory_order_acquire) != ThreadBuffer::kActive || !b->Drained()) {
     return false;
   }
+  const uint32_t index = b->thread_index;
+  if (!ThreadGone(b->tid)) return false;
   int expected = ThreadBuffer::kActive;
   if (!b->state.compare_exchange_strong(expected, ThreadBuffer::kClaimed)) return false;
-  if (!b->Drained()) {  // cannot happen once the thread is gone; kept for its cheapness
+  if (b->thread_index != index || !b->Drained()) {  // the other thread's now: give it back
     b->state.store(ThreadBuffer::kActive, std::memory_order_release);
     return false;
   }
@@ -93,6 +96,10 @@ ThreadBuffer* AcquireThreadBuffer(bool* made) {
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
     int expected = ThreadBuffer::kFree;
     if (b->state.compare_exchange_strong(expected, ThreadBuffer::kClaimed)) {
+      if (!b->Drained()) {  // never, as the writer frees only drained rings; never shared
+        b->state.store(ThreadBuffer::kFree, std::memory_order_release);
+        continue;
+      }
       buffer = b;
       break;
     }

@@ -224,11 +224,15 @@ void Writer::RetireExitedThreads() {
 
 size_t Writer::DrainAll() {
   size_t before = event_encoder_.pending_events();
+  // Exited threads are sought among the last round's rings before this round's ends are
+  // taken: a thread found gone has committed its last record by then, so the drain below
+  // reaches it. (Sought after, a thread that committed more and exited in between had its
+  // ring freed with records in it: lost, or read as the next thread's.)
+  RetireExitedThreads();
   io_->Rings(&rings_);
   // A hosted writer's names (modules, Python code, strings) come through the exchange's log,
   // read after the rings' ends were taken: everything the events up to them name is in it.
   if (io_->checked()) RescanModules();
-  RetireExitedThreads();
   for (const RingView& ring : rings_) {
     int state = ring.buffer->state.load(std::memory_order_acquire);
     if (state == ThreadBuffer::kFree || state == ThreadBuffer::kClaimed) continue;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,8 @@ class FakeIo : public WriterIo {
   void* stacks = nullptr;
   std::string capture;
   std::vector<uint64_t> strings_described, codes_described;
+  bool is_checked = true;  // a hosted writer's ring (false: the in-process writer's)
+  std::function<bool(uint64_t)> alive = [](uint64_t) { return true; };
 
   FakeIo() {
     buffer.data = bytes.get();
@@ -57,11 +60,12 @@ class FakeIo : public WriterIo {
   }
 
   void Rings(std::vector<RingView>* out) override {
-    out->assign(1, {&buffer, bytes.get(), buffer.committed_end(), &announced, &stacks});
+    out->assign(1, {&buffer, bytes.get(), is_checked ? buffer.committed_end() : ~uint64_t{0},
+                    &announced, &stacks});
   }
-  bool checked() const override { return true; }
+  bool checked() const override { return is_checked; }
   bool sampling() const override { return false; }
-  bool ThreadAlive(uint64_t) override { return true; }
+  bool ThreadAlive(uint64_t tid) override { return alive(tid); }
   void Begin(format::RecordEncoder* meta, std::string*) override {
     meta->Process({1, 0, 0, 0, "/bin/scribbler", {"scribbler"}, "0"});
     meta->Module({1, 0x400000, "/bin/scribbler", "", {{0x400000, 0x1000}}});
@@ -292,6 +296,64 @@ TEST(WriterMappings, TheSameReadingIsWrittenOnceASecond) {
   growing.growing = true;
   ReadingsIn(&growing, 550);
   EXPECT_EQ(MappingsOf(growing.capture).size(), static_cast<size_t>(growing.readings));
+}
+
+// A thread's ring and a new thread that takes it over once the thread has exited
+// (AcquireThreadBuffer), against the writer that retires exited threads' rings: the writer
+// looks at the old thread's tid, and the new thread takes the ring over (kActive, kClaimed,
+// kActive again, with its own tid and thread_index) before the writer's compare-exchange.
+TEST(WriterRetire, ARingTakenOverMeanwhileStaysTheNewThreads) {
+  FakeIo io;
+  io.is_checked = false;
+  io.buffer.thread_index = 1;
+  io.buffer.tid = 111;
+  io.alive = [&](uint64_t tid) {
+    if (tid != 111) return true;
+    int expected = ThreadBuffer::kActive;
+    EXPECT_TRUE(io.buffer.state.compare_exchange_strong(expected, ThreadBuffer::kClaimed));
+    io.buffer.thread_index = 2;
+    io.buffer.tid = 222;
+    io.buffer.state.store(ThreadBuffer::kActive);
+    return false;  // 111 has exited
+  };
+  WriterControl control;
+  control.stop_requested.store(1);
+  Writer(&io, &control, true).Run();
+  EXPECT_EQ(io.buffer.state.load(), ThreadBuffer::kActive) << "the live thread's ring was freed";
+}
+
+// A hosted writer takes each ring's end before draining it: a thread that commits its last
+// records and exits between that and the look for exited threads must still have them drained
+// before its ring is freed.
+TEST(WriterRetire, AnExitedThreadsLastRecordsAreDrainedBeforeItsRingIsFreed) {
+  FakeIo io;
+  using format::EventKind;
+  io.Add(0, EventKind::kMalloc, 0x1000, 16, 0, 0, {});
+  bool exited = false;
+  io.alive = [&](uint64_t) {
+    if (!exited) {  // its last records (the frees of thread-exit code, say), then it exits
+      io.Add(1, EventKind::kMalloc, 0x2000, 16, 0, 0, {});
+      io.Add(2, EventKind::kMalloc, 0x3000, 16, 0, 0, {});
+      exited = true;
+    }
+    return false;
+  };
+  WriterControl control;
+  std::thread stopper([&] {  // a few rounds, so that the ring is looked at and then freed
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    control.stop_requested.store(1);
+  });
+  Writer(&io, &control, true).Run();
+  stopper.join();
+  MemoryFile capture(io.capture);
+  ASSERT_TRUE(capture.ok());
+  Count count;
+  analyzer::ReadStatus status;
+  std::string error;
+  ASSERT_TRUE(analyzer::ReadCapture(capture.path(), &count, &status, &error)) << error;
+  EXPECT_EQ(count.seqs, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(io.buffer.state.load(), ThreadBuffer::kFree);
+  EXPECT_TRUE(io.buffer.Drained()) << "a free ring with records left in it";
 }
 
 }  // namespace

@@ -52,7 +52,9 @@ PartsChart BuildPartsChart(const Profile& p, int width) {
     chart.columns[c] = s.resident;  // samples come in time order: the column's last wins
     sampled[c] = true;
   }
-  for (int c = 1; c < width; ++c) {
+  // Up to the moment the replay stopped at (FILE@moment): nothing is known after it.
+  const int last = std::min(width - 1, static_cast<int>(p.snapshot_seconds / chart.duration * width));
+  for (int c = 1; c <= last; ++c) {
     if (!sampled[c] && sampled[c - 1]) {
       chart.columns[c] = chart.columns[c - 1];
       sampled[c] = true;

@@ -36,7 +36,7 @@ TimelineChart BuildTimelineChart(const Profile& profile, int width);
 
 // Resident memory by part over the capture (Profile::resident_samples, which a replay with
 // ReplayOptions::resident_parts fills): each column holds its last sample, or the column
-// before's; the columns before the first sample hold nothing.
+// before's; the columns before the first sample, and after the snapshot, hold nothing.
 struct PartsChart {
   double duration = 0;  // as TimelineChart's
   std::vector<std::array<uint64_t, kResidentParts>> columns;
