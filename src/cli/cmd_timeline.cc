@@ -28,6 +28,26 @@ struct TimelineOptions {
   bool parts = false;
 };
 
+// The chart's rows, top first, the top, middle and bottom ones labelled with their level, and
+// the axis under them: glyph(column, row) draws a cell, rows counted from 1 at the bottom.
+template <typename Glyph>
+void DrawRows(uint64_t top, int width, int height, Glyph glyph) {
+  for (int row = height; row >= 1; --row) {
+    std::string line;
+    for (int c = 0; c < width; ++c) line += glyph(c, row);
+    std::string label =
+        row == height || row == height / 2 || row == 1 ? FormatBytes(top * row / height) : "";
+    std::cout << std::string(11 - std::min<size_t>(11, label.size()), ' ') << label << " |" << line
+              << "\n";
+  }
+  std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n";
+}
+
+void DrawTimeAxis(int width, double duration) {
+  std::cout << std::string(13, ' ') << "0 s" << std::string(std::max(0, width - 3 - 9), ' ')
+            << FormatSeconds(duration) << "\n";
+}
+
 void Draw(const Profile& p, int width, int height) {
   TimelineChart chart = BuildTimelineChart(p, width);
   std::cout << "Heap in use (#) and resident memory (.) over " << FormatSeconds(chart.duration)
@@ -36,22 +56,15 @@ void Draw(const Profile& p, int width, int height) {
                                    ErrorScale{p.sample_rate})
             << " at "
             << FormatSeconds(chart.peak_seconds) << " (^)\n";
-  for (int row = height; row >= 1; --row) {
+  DrawRows(chart.top, width, height, [&](int c, int row) {
     uint64_t level = chart.top * row / height;
-    std::string line;
-    for (int c = 0; c < width; ++c) {
-      line += chart.heap[c] >= level ? '#' : (chart.resident[c] >= level ? '.' : ' ');
-    }
-    std::string label = row == height || row == height / 2 || row == 1 ? FormatBytes(level) : "";
-    std::cout << std::string(11 - std::min<size_t>(11, label.size()), ' ') << label << " |" << line << "\n";
-  }
-  std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n";
+    return chart.heap[c] >= level ? '#' : (chart.resident[c] >= level ? '.' : ' ');
+  });
   if (!chart.markers.empty()) {  // markers (|) and snapshot requests (S) under their moments
     std::cout << "    markers  " << chart.markers << "\n";
   }
-  std::cout << std::string(13 + chart.peak_column, ' ') << "^\n"
-            << std::string(13, ' ') << "0 s" << std::string(std::max(0, width - 3 - 9), ' ')
-            << FormatSeconds(chart.duration) << "\n";
+  std::cout << std::string(13 + chart.peak_column, ' ') << "^\n";
+  DrawTimeAxis(width, chart.duration);
 }
 
 // Resident memory stacked by part, a glyph each (ResidentPartInfo::glyph), and the legend with
@@ -63,22 +76,13 @@ void DrawParts(const Profile& p, int width, int height) {
             << " mapping sample" << (samples == 1 ? "" : "s")
             << (p.snapshot.kind == SnapshotSpec::kEnd ? "" : " up to " + p.SnapshotLabel())
             << " (memlens rss explains each part)\n";
-  for (int row = height; row >= 1; --row) {
+  DrawRows(chart.top, width, height, [&](int c, int row) {
     // Each row shows the part at its middle.
-    uint64_t middle = chart.top * (2 * row - 1) / (2 * height);
-    std::string line;
-    for (int c = 0; c < width; ++c) {
-      std::optional<ResidentPart> part = PartAtLevel(chart.columns[c], middle);
-      line += part ? PartInfo(*part).glyph : ' ';
-    }
-    uint64_t level = chart.top * row / height;
-    std::string label = row == height || row == height / 2 || row == 1 ? FormatBytes(level) : "";
-    std::cout << std::string(11 - std::min<size_t>(11, label.size()), ' ') << label << " |" << line
-              << "\n";
-  }
-  std::cout << std::string(11, ' ') << " +" << std::string(width, '-') << "\n"
-            << std::string(13, ' ') << "0 s" << std::string(std::max(0, width - 3 - 9), ' ')
-            << FormatSeconds(chart.duration) << "\n";
+    std::optional<ResidentPart> part =
+        PartAtLevel(chart.columns[c], chart.top * (2 * row - 1) / (2 * height));
+    return part ? PartInfo(*part).glyph : ' ';
+  });
+  DrawTimeAxis(width, chart.duration);
   const ResidentSample& last = p.resident_samples.back();
   std::cout << "At the last sample (" << FormatSeconds(last.seconds) << "), "
             << FormatBytes(last.resident_bytes) << " resident:\n";

@@ -176,12 +176,14 @@ inline T* AgentThreadLocal(ptrdiff_t offset) {
 // when the ring's last thread filled it; nullptr when it could not be mapped.
 FrameCacheSet* ThreadFrameCache(MemlensFrameCache* cache, uint32_t thread) {
   constexpr size_t kBytes = kFrameCacheSets * sizeof(FrameCacheSet);
-  if (!cache->memory) {
-    cache->memory = g_bridge->map_memory(kBytes);
-  } else if (cache->thread != thread) {
-    memset(cache->memory, 0, kBytes);
+  if (cache->thread != thread || !cache->memory) {  // once per thread: no store per event
+    if (!cache->memory) {
+      cache->memory = g_bridge->map_memory(kBytes);
+    } else {
+      memset(cache->memory, 0, kBytes);
+    }
+    cache->thread = thread;
   }
-  cache->thread = thread;
   return static_cast<FrameCacheSet*>(cache->memory);
 }
 

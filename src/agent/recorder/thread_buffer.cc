@@ -96,10 +96,6 @@ ThreadBuffer* AcquireThreadBuffer(bool* made) {
   for (ThreadBuffer* b = FirstThreadBuffer(); b; b = b->next) {
     int expected = ThreadBuffer::kFree;
     if (b->state.compare_exchange_strong(expected, ThreadBuffer::kClaimed)) {
-      if (!b->Drained()) {  // never, as the writer frees only drained rings; never shared
-        b->state.store(ThreadBuffer::kFree, std::memory_order_release);
-        continue;
-      }
       buffer = b;
       break;
     }
